@@ -1,0 +1,19 @@
+/*
+ * clock.c: monotonic nanoseconds (see clock.h).
+ */
+#include "clock.h"
+
+int64_t hwt_clock_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+struct timespec hwt_clock_timespec(int64_t ns)
+{
+	struct timespec ts;
+	ts.tv_sec = (time_t)(ns / 1000000000);
+	ts.tv_nsec = (long)(ns % 1000000000);
+	return ts;
+}

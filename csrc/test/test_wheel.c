@@ -1,0 +1,164 @@
+/*
+ * test_wheel.c: the wheel against a naive model, driven by fake ticks.
+ *
+ * The model is a plain array of expiry ticks and states. After every
+ * operation the wheel's invariant checker runs, and after every advance the
+ * due list must hold exactly the nodes whose expiry has been reached (none
+ * early, none lost), and next() must be a lower bound on the next expiry.
+ *
+ * usage: test_wheel [operations-per-geometry] [seed]
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "../wheel.h"
+
+#define NODES 512
+
+enum { OUT, IN_WHEEL, IN_DUE };
+
+struct model {
+	struct hwt_wheel w;
+	struct hwt_node node[NODES];
+	int state[NODES];
+	uint64_t rng;
+	unsigned long ops, fired;
+};
+
+static uint64_t rnd(struct model *m)
+{ /* xorshift64*: deterministic for a given seed */
+	m->rng ^= m->rng >> 12;
+	m->rng ^= m->rng << 25;
+	m->rng ^= m->rng >> 27;
+	return m->rng * UINT64_C(2685821657736338717);
+}
+
+static void fail(struct model *m, const char *what)
+{
+	fprintf(stderr, "test_wheel: FAIL after %lu ops (bits %u, now %" PRIu64 "): %s\n",
+		m->ops, m->w.bits, m->w.now, what);
+	exit(1);
+}
+
+/* A delay drawn across every level: tiny, one level's span, or huge. */
+static uint64_t random_delay(struct model *m)
+{
+	unsigned shift = (unsigned)(rnd(m) % 62);
+	switch (rnd(m) % 4) {
+	case 0: return rnd(m) % 4;
+	case 1: return rnd(m) % ((uint64_t)1 << (m->w.bits * (1 + rnd(m) % 3) % 62));
+	default: return rnd(m) & (((uint64_t)1 << shift) - 1);
+	}
+}
+
+static void op_add(struct model *m, int i)
+{
+	uint64_t room = HWT_TICK_MAX - m->w.now, delay = random_delay(m);
+	if (m->state[i] != OUT)
+		return;
+	if (delay > room)
+		delay = room;
+	hwt_wheel_add(&m->w, &m->node[i], m->w.now + delay);
+	m->state[i] = delay == 0 ? IN_DUE : IN_WHEEL;
+	if ((m->node[i].slot == HWT_SLOT_DUE) != (delay == 0))
+		fail(m, "add put a node in the wrong place");
+}
+
+static void op_del(struct model *m, int i)
+{
+	hwt_wheel_del(&m->w, &m->node[i]);
+	m->state[i] = OUT;
+}
+
+/* After an advance: exactly the reached nodes are due, then drain them. */
+static void verify_due(struct model *m)
+{
+	struct hwt_link *l;
+	int i;
+	for (i = 0; i < NODES; i++)
+		if (m->state[i] == IN_WHEEL && m->node[i].expires <= m->w.now) {
+			if (m->node[i].slot != HWT_SLOT_DUE)
+				fail(m, "a reached node was not made due (lost)");
+			m->state[i] = IN_DUE;
+		}
+	while (!hwt_list_empty(&m->w.due)) {
+		l = m->w.due.next;
+		i = (int)(hwt_container_of(l, struct hwt_node, link) - m->node);
+		if (m->state[i] != IN_DUE || m->node[i].expires > m->w.now)
+			fail(m, "a node was made due early or twice");
+		hwt_wheel_del(&m->w, &m->node[i]);
+		m->state[i] = OUT;
+		m->fired++;
+	}
+}
+
+static void verify_next(struct model *m)
+{
+	uint64_t next = hwt_wheel_next(&m->w), least = UINT64_MAX;
+	int i;
+	for (i = 0; i < NODES; i++)
+		if (m->state[i] == IN_WHEEL && m->node[i].expires < least)
+			least = m->node[i].expires;
+	if (next > least)
+		fail(m, "next() is later than the earliest expiry");
+	if (least != UINT64_MAX && next <= m->w.now)
+		fail(m, "next() is not in the future");
+}
+
+static void op_advance(struct model *m)
+{
+	uint64_t next = hwt_wheel_next(&m->w), to = m->w.now;
+	switch (rnd(m) % 4) {
+	case 0: to += rnd(m) % 3; break;
+	case 1: if (next != UINT64_MAX) to = next; break;
+	case 2: if (next != UINT64_MAX && next > to + 1) to = next - 1; break;
+	default: to += random_delay(m); break;
+	}
+	if (to > HWT_TICK_MAX)
+		to = HWT_TICK_MAX;
+	hwt_wheel_advance(&m->w, to);
+	if (m->w.now != to)
+		fail(m, "advance did not reach its target");
+	verify_due(m);
+}
+
+static void run(struct model *m, unsigned bits, unsigned long nops)
+{
+	const char *err;
+	int i;
+	if (hwt_wheel_init(&m->w, bits))
+		fail(m, "out of memory");
+	for (i = 0; i < NODES; i++) {
+		hwt_node_init(&m->node[i]);
+		m->state[i] = OUT;
+	}
+	for (m->ops = 0; m->ops < nops; m->ops++) {
+		uint64_t r = rnd(m) % 10;
+		i = (int)(rnd(m) % NODES);
+		if (r < 5) op_add(m, i);
+		else if (r < 7) op_del(m, i);
+		else op_advance(m);
+		if (bits <= 4 || m->ops % 64 == 0)
+			if ((err = hwt_wheel_check(&m->w)))
+				fail(m, err);
+		verify_next(m);
+	}
+	hwt_wheel_free(&m->w);
+}
+
+int main(int argc, char **argv)
+{
+	static struct model m; /* large: keep it off the stack */
+	static const unsigned geometries[] = { 1, 2, 3, 4, 6, 9, 12 };
+	unsigned long nops = argc > 1 ? strtoul(argv[1], NULL, 10) : 200000;
+	unsigned g;
+	m.rng = argc > 2 ? strtoull(argv[2], NULL, 10) : 0x9E3779B97F4A7C15u;
+	if (!m.rng)
+		m.rng = 1;
+	for (g = 0; g < sizeof geometries / sizeof *geometries; g++)
+		run(&m, geometries[g], nops);
+	printf("test_wheel: %lu ops on each of %u geometries, %lu expiries checked\n",
+	       nops, g, m.fired);
+	printf("1 passed, 0 failed\n");
+	return 0;
+}

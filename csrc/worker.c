@@ -1,0 +1,200 @@
+/*
+ * worker.c: the thread that drives one wheel (see worker.h).
+ */
+#include <errno.h>
+#include "clock.h"
+#include "pipe.h"
+#include "worker.h"
+
+/* ---- time <-> ticks ------------------------------------------------------ */
+
+uint64_t hwt_worker_tick_at(const struct hwt_worker *w, int64_t deadline_ns)
+{
+	int64_t d = deadline_ns - w->origin;
+	if (d <= 0)
+		return 0;
+	return (uint64_t)((d + w->tick_ns - 1) / w->tick_ns); /* round up: never early */
+}
+
+int64_t hwt_worker_time_of(const struct hwt_worker *w, uint64_t tick)
+{
+	if (tick > (uint64_t)((INT64_MAX - w->origin) / w->tick_ns))
+		return INT64_MAX;
+	return w->origin + (int64_t)tick * w->tick_ns;
+}
+
+static uint64_t current_tick(const struct hwt_worker *w)
+{
+	int64_t d = hwt_clock_ns() - w->origin;
+	return d <= 0 ? 0 : (uint64_t)(d / w->tick_ns); /* round down: never early */
+}
+
+/* ---- the thread ----------------------------------------------------------- */
+
+/* Called with the lock held: tell the host when the due list becomes non-empty. */
+static void signal_due(struct hwt_worker *w)
+{
+	if (!w->signalled && !hwt_list_empty(&w->wheel.due)) {
+		w->signalled = 1;
+		hwt_pipe_signal(w->fds[1]);
+	}
+}
+
+static void sleep_until_next(struct hwt_worker *w)
+{
+	struct timespec ts;
+	w->wake_at = hwt_wheel_next(&w->wheel);
+	if (w->wake_at == UINT64_MAX) {
+		pthread_cond_wait(&w->cv, &w->mu);
+		return;
+	}
+	ts = hwt_clock_timespec(hwt_worker_time_of(w, w->wake_at));
+	pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+}
+
+static void *worker_main(void *arg)
+{
+	struct hwt_worker *w = arg;
+	pthread_mutex_lock(&w->mu);
+	while (!w->stopping) {
+		uint64_t now = current_tick(w);
+		if (now > w->wheel.now)
+			hwt_wheel_advance(&w->wheel, now);
+		signal_due(w);
+		sleep_until_next(w);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+/* ---- life cycle ------------------------------------------------------------ */
+
+static int init_sync(struct hwt_worker *w)
+{
+	pthread_condattr_t ca;
+	int err;
+	if ((err = pthread_condattr_init(&ca)))
+		return err;
+	err = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	if (!err)
+		err = pthread_cond_init(&w->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (err)
+		return err;
+	if ((err = pthread_mutex_init(&w->mu, NULL)))
+		pthread_cond_destroy(&w->cv);
+	return err;
+}
+
+int hwt_worker_init(struct hwt_worker *w, int64_t tick_ns, unsigned bits)
+{
+	int err;
+	w->wake_at = UINT64_MAX;
+	w->signalled = w->stopping = w->running = 0;
+	w->tick_ns = tick_ns;
+	w->origin = hwt_clock_ns();
+	if ((err = hwt_wheel_init(&w->wheel, bits)))
+		return err;
+	if ((err = hwt_pipe_open(w->fds))) {
+		hwt_wheel_free(&w->wheel);
+		return err;
+	}
+	if ((err = init_sync(w))) {
+		hwt_pipe_close(w->fds);
+		hwt_wheel_free(&w->wheel);
+	}
+	return err;
+}
+
+int hwt_worker_start(struct hwt_worker *w)
+{
+	int err = pthread_create(&w->thread, NULL, worker_main, w);
+	w->running = !err;
+	return err;
+}
+
+void hwt_worker_stop(struct hwt_worker *w)
+{
+	if (!w->running)
+		return;
+	pthread_mutex_lock(&w->mu);
+	w->stopping = 1;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	pthread_join(w->thread, NULL);
+	w->running = 0;
+}
+
+void hwt_worker_destroy(struct hwt_worker *w)
+{
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+	hwt_pipe_close(w->fds);
+	hwt_wheel_free(&w->wheel);
+}
+
+void hwt_worker_abandon(struct hwt_worker *w)
+{
+	/* In a forked child the thread does not exist and the lock may be held by
+	 * it forever: neither may be touched. Only memory and fds are ours. */
+	w->running = 0;
+	hwt_pipe_close(w->fds);
+	hwt_wheel_free(&w->wheel);
+}
+
+/* ---- host side ------------------------------------------------------------- */
+
+void hwt_worker_add(struct hwt_worker *w, struct hwt_node *n, uint64_t tick)
+{
+	pthread_mutex_lock(&w->mu);
+	hwt_wheel_add(&w->wheel, n, tick);
+	if (n->slot == HWT_SLOT_DUE) {
+		signal_due(w);
+	} else if (tick < w->wake_at) {
+		w->wake_at = tick; /* one signal per earlier deadline, not per add */
+		pthread_cond_signal(&w->cv);
+	}
+	pthread_mutex_unlock(&w->mu);
+}
+
+void hwt_worker_del(struct hwt_worker *w, struct hwt_node *n)
+{
+	pthread_mutex_lock(&w->mu);
+	hwt_wheel_del(&w->wheel, n);
+	pthread_mutex_unlock(&w->mu);
+}
+
+void hwt_worker_take(struct hwt_worker *w, struct hwt_link *into)
+{
+	pthread_mutex_lock(&w->mu);
+	hwt_list_splice(into, &w->wheel.due);
+	if (w->signalled) {
+		w->signalled = 0;
+		hwt_pipe_consume(w->fds[0]);
+	}
+	pthread_mutex_unlock(&w->mu);
+}
+
+void hwt_worker_rearm(struct hwt_worker *w)
+{
+	pthread_mutex_lock(&w->mu);
+	if (!w->signalled) {
+		w->signalled = 1;
+		hwt_pipe_signal(w->fds[1]);
+	}
+	pthread_mutex_unlock(&w->mu);
+}
+
+uint64_t hwt_worker_next(struct hwt_worker *w)
+{
+	uint64_t next;
+	pthread_mutex_lock(&w->mu);
+	next = hwt_list_empty(&w->wheel.due) ? hwt_wheel_next(&w->wheel) : 0;
+	pthread_mutex_unlock(&w->mu);
+	return next;
+}
+
+void hwt_worker_collect(struct hwt_worker *w, struct hwt_link *into)
+{
+	hwt_wheel_collect(&w->wheel, into); /* the thread is gone: no lock needed */
+}

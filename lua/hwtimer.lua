@@ -1,0 +1,12 @@
+--- hwtimer: a hashed timing wheel timer for Lua.
+-- The wheel, its worker thread and the wake-up pipe live in C (hwtimer.core);
+-- this module is the public face and the home of helpers better written in Lua.
+local core = require("hwtimer.core")
+
+local hwtimer = {
+  _VERSION = core._VERSION,
+  now = core.now,
+  new = core.new,
+}
+
+return hwtimer
