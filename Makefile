@@ -24,7 +24,7 @@ BUILD    := build
 MODULE   := $(BUILD)/hwtimer/core.so
 
 # The specs and the demo see the source tree first.
-RUN_ENV := LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;;'
+RUN_ENV := LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;;' HWT_LUA=$(LUA)
 
 DEB_PACKAGES := lua$(LUA_VERSION) liblua$(LUA_VERSION)-dev lua-busted pkg-config gcc make
 

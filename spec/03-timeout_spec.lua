@@ -1,0 +1,127 @@
+local hwtimer = require("hwtimer")
+local helpers = require("spec.helpers")
+
+describe("timeout handle", function()
+  local timer
+  before_each(function() timer = hwtimer.new() end)
+  after_each(function() timer:close() end)
+
+  describe("cancel()", function()
+    it("returns true for a pending timeout, which then never runs", function()
+      local ran = false
+      local t = timer:schedule(0.005, function() ran = true end)
+      assert.is_true(t:cancel())
+      assert.equal("cancelled", t:state())
+      timer:run(0.05)
+      assert.is_false(ran)
+    end)
+
+    it("returns false the second time", function()
+      local t = timer:schedule(1, function() end)
+      assert.is_true(t:cancel())
+      assert.is_false(t:cancel())
+    end)
+
+    it("returns false once the callback has run", function()
+      local t = timer:schedule(0, function() end)
+      timer:dispatch()
+      assert.is_false(t:cancel())
+      assert.equal("expired", t:state())
+    end)
+
+    it("wins over an expiry that has not been dispatched yet", function()
+      local ran = false
+      local t = timer:schedule(0.001, function() ran = true end)
+      helpers.busy(0.02) -- the worker expires it meanwhile
+      assert.is_true(t:cancel())
+      assert.equal(0, timer:dispatch())
+      assert.is_false(ran)
+      assert.equal(0, timer:pending())
+    end)
+
+    it("frees the pin at once", function()
+      local weak = setmetatable({}, { __mode = "v" })
+      weak[1] = timer:schedule(100, function() end)
+      weak[1]:cancel()
+      collectgarbage()
+      collectgarbage()
+      assert.is_nil(weak[1])
+    end)
+  end)
+
+  describe("state", function()
+    it("goes pending -> expired when the callback is called", function()
+      local inside
+      local t = timer:schedule(0.001, function(h) inside = h:state() end)
+      assert.equal("pending", t:state())
+      assert.is_true(t:is_pending())
+      assert.is_false(t:is_expired())
+      assert.is_false(t:is_cancelled())
+      timer:run(2)
+      assert.equal("expired", inside)
+      assert.equal("expired", t:state())
+      assert.is_true(t:is_expired())
+      assert.is_false(t:is_pending())
+    end)
+
+    it("reports cancelled", function()
+      local t = timer:schedule(1, function() end)
+      t:cancel()
+      assert.is_true(t:is_cancelled())
+      assert.is_false(t:is_pending())
+    end)
+
+    it("only changes on the Lua thread (expired on the worker is still pending)", function()
+      local t = timer:schedule(0.001, function() end)
+      helpers.busy(0.02)
+      assert.equal("pending", t:state())
+      timer:dispatch()
+      assert.equal("expired", t:state())
+    end)
+  end)
+
+  describe("deadline() and remaining()", function()
+    it("gives the absolute deadline in hwtimer.now() seconds", function()
+      local before = hwtimer.now()
+      local t = timer:schedule(2.5, function() end)
+      local after = hwtimer.now()
+      assert.is_true(t:deadline() >= before + 2.5)
+      assert.is_true(t:deadline() <= after + 2.5 + 1e-6)
+    end)
+
+    it("counts down and never goes negative", function()
+      local t = timer:schedule(0.01, function() end)
+      local r1 = t:remaining()
+      assert.is_true(r1 > 0 and r1 <= 0.01)
+      helpers.busy(0.02)
+      assert.equal(0, t:remaining())
+    end)
+  end)
+
+  it("knows its timer and task", function()
+    local f = function() end
+    local t = timer:schedule(1, f)
+    assert.equal(timer, t:timer())
+    assert.equal(f, t:task())
+  end)
+
+  it("shows its state in tostring", function()
+    local t = timer:schedule(1, function() end)
+    assert.matches("^hwtimer.timeout %(pending, [%d.]+ s left%)", tostring(t))
+    t:cancel()
+    assert.matches("^hwtimer.timeout %(cancelled%)", tostring(t))
+    local e = timer:schedule(0, function() end)
+    timer:dispatch()
+    assert.matches("^hwtimer.timeout %(expired%)", tostring(e))
+  end)
+
+  it("rejects a wrong self with the expected type", function()
+    local t = timer:schedule(1, function() end)
+    for _, m in ipairs({ "cancel", "state", "is_pending", "is_expired", "is_cancelled",
+                         "deadline", "remaining", "timer", "task" }) do
+      local call = load("local t, x = ... return t." .. m .. "(x)")
+      assert.has_error(function() call(t, timer) end,
+        "bad argument #1 to '" .. m .. "' (hwtimer.timeout expected, got hwtimer.timer)")
+    end
+  end)
+end)

@@ -1,0 +1,45 @@
+-- Shared helpers for the specs.
+local hwtimer = require("hwtimer")
+
+local helpers = {}
+
+-- Dispatch until `done()` is true or `secs` pass; returns done().
+function helpers.wait_until(timer, done, secs)
+  local limit = hwtimer.now() + (secs or 5)
+  while not done() and hwtimer.now() < limit do
+    timer:run(0.005)
+  end
+  return done()
+end
+
+-- Number of threads of this process (Linux /proc), or nil elsewhere.
+function helpers.thread_count()
+  local f = io.open("/proc/self/status")
+  if not f then return nil end
+  local n = f:read("a"):match("Threads:%s*(%d+)")
+  f:close()
+  return tonumber(n)
+end
+
+-- Run a Lua snippet in a fresh interpreter with the same paths; returns its
+-- combined output and whether it exited 0.
+function helpers.run_lua(code)
+  local lua = os.getenv("HWT_LUA") or "lua5.4"
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(code)
+  f:close()
+  local p = io.popen(string.format("%s %s 2>&1; echo \"exit=$?\"", lua, path))
+  local out = p:read("a")
+  p:close()
+  os.remove(path)
+  local status = tonumber(out:match("exit=(%d+)%s*$"))
+  return out, status == 0
+end
+
+function helpers.busy(secs)
+  local t = hwtimer.now() + secs
+  while hwtimer.now() < t do end
+end
+
+return helpers
