@@ -36,6 +36,9 @@ $(MODULE): $(SRC) $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -fPIC -shared -I$(LUA_INCDIR) -o $@ $(SRC) $(LDLIBS)
 
+$(BUILD)/hwtimer_testutil.so: csrc/test/testutil.c
+	$(CC) $(WARN) $(CFLAGS) -fPIC -shared -I$(LUA_INCDIR) -o $@ $<
+
 $(BUILD)/test_wheel: csrc/test/test_wheel.c $(CORE_SRC) $(HDR)
 	@mkdir -p $(BUILD)
 	$(CC) $(WARN) $(CFLAGS) -o $@ csrc/test/test_wheel.c csrc/wheel.c $(LDLIBS)
@@ -60,7 +63,7 @@ test: deps
 test-c: $(BUILD)/test_wheel
 	$(BUILD)/test_wheel
 
-test-spec: $(MODULE)
+test-spec: $(MODULE) $(BUILD)/hwtimer_testutil.so
 	$(RUN_ENV) busted --lua=$(LUA) spec
 
 demo: deps $(MODULE)

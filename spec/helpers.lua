@@ -37,6 +37,14 @@ function helpers.run_lua(code)
   return out, status == 0
 end
 
+-- This process's id (Linux /proc).
+function helpers.pid()
+  local f = assert(io.open("/proc/self/stat"))
+  local pid = f:read("a"):match("^(%d+)")
+  f:close()
+  return pid
+end
+
 function helpers.busy(secs)
   local t = hwtimer.now() + secs
   while hwtimer.now() < t do end

@@ -1,0 +1,121 @@
+local hwtimer = require("hwtimer")
+local helpers = require("spec.helpers")
+
+describe("polling the timer", function()
+  local timer
+  before_each(function() timer = hwtimer.new() end)
+  after_each(function() timer:close() end)
+
+  it("exposes the pipe's read end", function()
+    local fd = timer:getfd()
+    assert.equal("number", math.type and math.type(fd) == "integer" and "number" or type(fd))
+    assert.is_true(fd >= 0)
+    assert.equal(fd, timer:pollfd())
+    assert.equal("r", timer:events())
+    assert.is_false(timer:dirty())
+  end)
+
+  describe("timeout()", function()
+    it("is nil when nothing is pending", function()
+      assert.is_nil(timer:timeout())
+    end)
+
+    it("is never later than the next deadline", function()
+      -- It is the wheel's next event: the deadline rounded up to a tick, or an
+      -- earlier moment when a far timeout moves down a level.
+      timer:schedule(0.5, function() end)
+      timer:schedule(2, function() end)
+      local left = timer:timeout()
+      assert.is_true(left > 0 and left <= 0.5 + 0.001, tostring(left))
+    end)
+
+    it("tells a near deadline to within a tick", function()
+      timer:schedule(0.003, function() end)
+      local left = timer:timeout()
+      assert.is_true(left > 0 and left <= 0.003 + 0.001, tostring(left))
+    end)
+
+    it("is 0 when something is due", function()
+      timer:schedule(0, function() end)
+      assert.equal(0, timer:timeout())
+    end)
+  end)
+
+  describe("run()", function()
+    it("returns how many ran, once nothing is pending", function()
+      for i = 1, 10 do timer:schedule(i / 1000, function() end) end
+      assert.equal(10, timer:run())
+      assert.equal(0, timer:pending())
+    end)
+
+    it("returns after the given seconds while timeouts remain", function()
+      timer:schedule(60, function() end)
+      local t0 = hwtimer.now()
+      assert.equal(0, timer:run(0.05))
+      local took = hwtimer.now() - t0
+      assert.is_true(took >= 0.05 and took < 1, tostring(took))
+      assert.equal(1, timer:pending())
+    end)
+
+    it("rejects a bad time limit", function()
+      assert.has_error(function() timer:run(-1) end,
+        "bad argument #1 to 'run' (non-negative number of seconds expected)")
+      assert.has_error(function() timer:run(0 / 0) end,
+        "bad argument #1 to 'run' (finite number expected)")
+      assert.has_error(function() timer:run("x") end,
+        "bad argument #1 to 'run' (number expected, got string)")
+    end)
+  end)
+
+  describe("with luasocket's select", function()
+    local ok, socket = pcall(require, "socket")
+    if not ok then return end
+
+    it("wakes when a timeout is due and not before", function()
+      timer:schedule(0.05, function() end)
+      local r = socket.select({ timer }, nil, 0.01)
+      assert.equal(0, #r)
+      r = socket.select({ timer }, nil, 2)
+      assert.equal(timer, r[1])
+      assert.equal(1, timer:dispatch())
+      r = socket.select({ timer }, nil, 0)
+      assert.equal(0, #r) -- drained: nothing more to read
+    end)
+  end)
+
+  it("shows pending counts in tostring", function()
+    timer:schedule(1, function() end)
+    assert.matches("^hwtimer.timer %(running, 1 pending%)", tostring(timer))
+  end)
+
+  it("sleeps tickless: no wake-ups while nothing is due", function()
+    -- The worker thread's voluntary context switches must not grow while one
+    -- timeout sits a minute ahead (a ticking wheel would switch ~100 times).
+    local f = io.open("/proc/self/task")
+    if not f then return end
+    f:close()
+    local pid = helpers.pid()
+    local p = io.popen("ls /proc/" .. pid .. "/task")
+    local tids = {}
+    for tid in p:read("a"):gmatch("%d+") do
+      if tid ~= pid then tids[#tids + 1] = tid end -- not this (main) thread
+    end
+    p:close()
+    assert.equal(1, #tids) -- the worker
+    local function switches()
+      local total = 0
+      for _, tid in ipairs(tids) do
+        local st = assert(io.open("/proc/" .. pid .. "/task/" .. tid .. "/status"))
+        total = total + tonumber(st:read("a"):match("\nvoluntary_ctxt_switches:%s*(%d+)"))
+        st:close()
+      end
+      return total
+    end
+    timer:schedule(60, function() end)
+    timer:run(0.01)
+    local a = switches()
+    helpers.busy(0.2)
+    local b = switches()
+    assert.is_true(b - a <= 1, "worker wake-ups while idle: " .. (b - a))
+  end)
+end)
