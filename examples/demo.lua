@@ -1,0 +1,156 @@
+-- demo.lua: what a server does with hwtimer, live, for about ten seconds.
+--
+-- CONNS simulated connections share one timer, driven by a poll loop
+-- (timer:run with a time limit). Each connection
+--   * sends a heartbeat every second (timer:every, started at a random phase),
+--   * sends requests, each guarded by a request timeout that is cancelled when
+--     the (simulated) response arrives first, as almost always,
+--   * retries failed requests with exponential backoff and jitter.
+-- Every callback records how late it ran (now - deadline). A line of counts is
+-- printed each second, and a summary at the end.
+--
+-- usage: lua demo.lua [connections] [seconds]
+
+local hwtimer = require("hwtimer")
+
+local CONNS = tonumber(arg and arg[1]) or 5000
+local SECONDS = tonumber(arg and arg[2]) or 10
+local REQUEST_TIMEOUT = 0.2   -- seconds
+local LOST = 0.02             -- share of responses that never arrive
+local FAILED = 0.05           -- share of responses that are errors
+local MAX_ATTEMPTS = 4
+local BACKOFF = 0.05          -- first retry delay; doubles each attempt
+
+math.randomseed(42)
+local timer = hwtimer.new({ tick = 0.001 })
+local now = hwtimer.now
+
+-- ---- counting ---------------------------------------------------------------
+
+local count = { scheduled = 0, fired = 0, cancelled = 0, requests = 0, responses = 0,
+                timeouts = 0, retries = 0, gave_up = 0, heartbeats = 0 }
+
+-- Lateness histogram in 10 microsecond buckets, overall and per second.
+local BUCKET = 1e-5
+local hist_all, hist_sec = {}, {}
+
+local function record(t)
+  local b = math.floor((now() - t:deadline()) / BUCKET)
+  if b < 0 then error("a timeout fired early") end
+  hist_all[b] = (hist_all[b] or 0) + 1
+  hist_sec[b] = (hist_sec[b] or 0) + 1
+  count.fired = count.fired + 1
+end
+
+local function percentile(hist, p)
+  local keys, total = {}, 0
+  for k, n in pairs(hist) do keys[#keys + 1] = k; total = total + n end
+  if total == 0 then return 0 end
+  table.sort(keys)
+  local want, seen = math.ceil(total * p), 0
+  for _, k in ipairs(keys) do
+    seen = seen + hist[k]
+    if seen >= want then return (k + 1) * BUCKET * 1000 end -- ms, bucket's upper edge
+  end
+end
+
+local function schedule(delay, fn, ...)
+  count.scheduled = count.scheduled + 1
+  return assert(timer:schedule(delay, fn, ...))
+end
+
+local function cancel(t)
+  if t:cancel() then count.cancelled = count.cancelled + 1 end
+end
+
+-- ---- the simulated protocol -------------------------------------------------
+
+local send_request
+
+local function next_request(conn)
+  schedule(0.1 + math.random() * 0.4, function(t) record(t); send_request(conn, 1) end)
+end
+
+local function on_response(t, conn, req)
+  record(t)
+  if req.done then return end -- the request timed out before this arrived
+  req.done = true
+  cancel(req.guard)
+  count.responses = count.responses + 1
+  if math.random() < FAILED then
+    if req.attempt >= MAX_ATTEMPTS then
+      count.gave_up = count.gave_up + 1
+      return next_request(conn)
+    end
+    count.retries = count.retries + 1
+    local backoff = BACKOFF * 2 ^ (req.attempt - 1) * (0.5 + math.random())
+    schedule(backoff, function(r) record(r); send_request(conn, req.attempt + 1) end)
+  else
+    next_request(conn)
+  end
+end
+
+local function on_request_timeout(t, conn, req)
+  record(t)
+  req.done = true
+  count.timeouts = count.timeouts + 1
+  next_request(conn)
+end
+
+function send_request(conn, attempt)
+  local req = { attempt = attempt }
+  count.requests = count.requests + 1
+  req.guard = schedule(REQUEST_TIMEOUT, on_request_timeout, conn, req)
+  if math.random() >= LOST then
+    schedule(0.005 + math.random() * 0.1, on_response, conn, req)
+  end
+end
+
+local function heartbeat(t)
+  record(t)
+  count.heartbeats = count.heartbeats + 1
+end
+
+for i = 1, CONNS do
+  local conn = { id = i }
+  schedule(math.random(), function(t)
+    record(t)
+    count.scheduled = count.scheduled + 1
+    conn.heartbeat = timer:every(1.0, heartbeat)
+  end)
+  next_request(conn)
+end
+
+-- ---- the poll loop ----------------------------------------------------------
+
+print(string.format("hwtimer %s demo: %d connections, %d s, tick 1 ms, one timer",
+  hwtimer._VERSION, CONNS, SECONDS))
+print(" sec   pending  scheduled      fired  cancelled  requests  timeouts  retries  late p50/p99 ms")
+local start = now()
+for sec = 1, SECONDS do
+  hist_sec = {}
+  timer:run(math.max(0, start + sec - now()))
+  print(string.format("%4d %9d %10d %10d %10d %9d %9d %8d   %.3f / %.3f",
+    sec, timer:pending(), count.scheduled, count.fired, count.cancelled, count.requests,
+    count.timeouts, count.retries, percentile(hist_sec, 0.5), percentile(hist_sec, 0.99)))
+end
+
+local left = timer:stop()
+-- A heartbeat series is scheduled once, fires once per beat and is still
+-- pending at stop: its beats are fired without a schedule of their own.
+local balance = count.scheduled + count.heartbeats - count.fired - count.cancelled - #left
+print(string.format([[
+
+summary
+  scheduled   %d (%d heartbeat series)
+  fired       %d (%d heartbeats)
+  cancelled   %d
+  left at stop %d
+  requests    %d: %d answered, %d timed out, %d retried, %d gave up
+  lateness    p50 %.3f ms, p99 %.3f ms, max %.3f ms (never early)
+  accounting  scheduled = fired + cancelled + left: %s]],
+  count.scheduled, CONNS, count.fired, count.heartbeats, count.cancelled, #left,
+  count.requests, count.responses, count.timeouts, count.retries, count.gave_up,
+  percentile(hist_all, 0.5), percentile(hist_all, 0.99), percentile(hist_all, 1.0),
+  balance == 0 and "ok" or ("OFF BY " .. balance)))
+if balance ~= 0 then os.exit(1) end
