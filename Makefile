@@ -24,11 +24,16 @@ BUILD    := build
 MODULE   := $(BUILD)/hwtimer/core.so
 
 # The specs and the demo see the source tree first.
-RUN_ENV := LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;;' HWT_LUA=$(LUA)
+RUN_ENV := LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;$(BUILD)/test/?.so;;' HWT_LUA=$(LUA)
+TESTUTIL := $(BUILD)/test/hwtimer_testutil.so
+ROCKTREE := $(BUILD)/rock
+# The installed rock only: no lua/ and no build/hwtimer on the paths.
+ROCK_ENV := LUA_PATH='$(ROCKTREE)/share/lua/$(LUA_VERSION)/?.lua;$(ROCKTREE)/share/lua/$(LUA_VERSION)/?/init.lua;;' \
+            LUA_CPATH='$(ROCKTREE)/lib/lua/$(LUA_VERSION)/?.so;$(BUILD)/test/?.so;;' HWT_LUA=$(LUA)
 
-DEB_PACKAGES := lua$(LUA_VERSION) liblua$(LUA_VERSION)-dev lua-busted pkg-config gcc make
+DEB_PACKAGES := lua$(LUA_VERSION) liblua$(LUA_VERSION)-dev lua-busted lua-socket luarocks pkg-config gcc make
 
-.PHONY: all test test-c test-spec demo install clean deps
+.PHONY: all test test-c test-spec test-rock demo install clean deps
 
 all: $(MODULE)
 
@@ -36,7 +41,8 @@ $(MODULE): $(SRC) $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -fPIC -shared -I$(LUA_INCDIR) -o $@ $(SRC) $(LDLIBS)
 
-$(BUILD)/hwtimer_testutil.so: csrc/test/testutil.c
+$(TESTUTIL): csrc/test/testutil.c
+	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -fPIC -shared -I$(LUA_INCDIR) -o $@ $<
 
 $(BUILD)/test_wheel: csrc/test/test_wheel.c $(CORE_SRC) $(HDR)
@@ -58,13 +64,21 @@ deps:
 	fi
 
 test: deps
-	$(MAKE) test-c test-spec
+	$(MAKE) test-c test-spec test-rock
 
 test-c: $(BUILD)/test_wheel
 	$(BUILD)/test_wheel
 
-test-spec: $(MODULE) $(BUILD)/hwtimer_testutil.so
+test-spec: $(MODULE) $(TESTUTIL)
 	$(RUN_ENV) busted --lua=$(LUA) spec
+
+# Install the rock offline into build/rock and run the specs against it alone.
+test-rock: $(TESTUTIL)
+	rm -rf $(ROCKTREE)
+	luarocks --lua-version=$(LUA_VERSION) --tree=$(ROCKTREE) make rockspec/hwtimer-scm-1.rockspec
+	rm -rf hwtimer csrc/*.o
+	$(ROCK_ENV) $(LUA) -e 'local p = package.searchpath("hwtimer.core", package.cpath); assert(p:find("$(ROCKTREE)", 1, true), p); print("testing the rock at " .. p)'
+	$(ROCK_ENV) busted --lua=$(LUA) spec
 
 demo: deps $(MODULE)
 	$(RUN_ENV) $(LUA) examples/demo.lua

@@ -25,8 +25,7 @@ describe("timer:dispatch", function()
   end)
 
   it("keeps the pipe readable while callbacks are left over", function()
-    for _ = 1, 3 do timer:schedule(0.001, function() end) end
-    helpers.busy(0.02)
+    for _ = 1, 3 do timer:schedule(0, function() end) end
     assert.equal(1, timer:dispatch(1))
     -- run() polls the pipe: it must not sleep on the two that are left
     local t0 = hwtimer.now()

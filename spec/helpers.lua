@@ -12,6 +12,12 @@ function helpers.wait_until(timer, done, secs)
   return done()
 end
 
+-- Wait (up to `secs`, generously) until the worker has expired something and
+-- made the timer's pipe readable, without dispatching it.
+function helpers.wait_readable(timer, secs)
+  return require("hwtimer_testutil").readable(timer:getfd(), secs or 5)
+end
+
 -- Number of threads of this process (Linux /proc), or nil elsewhere.
 function helpers.thread_count()
   local f = io.open("/proc/self/status")

@@ -2,6 +2,7 @@
  * testutil.c: module "hwtimer_testutil", process tools the specs need and
  * that Debian's Lua 5.4 has no package for. Built for the tests only.
  */
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "lua.h"
@@ -24,6 +25,17 @@ static int tu_wait(lua_State *L)
 	return 1;
 }
 
+/* readable(fd, seconds) -> true when fd became readable within the time */
+static int tu_readable(lua_State *L)
+{
+	struct pollfd p;
+	p.fd = (int)luaL_checkinteger(L, 1);
+	p.events = POLLIN;
+	p.revents = 0;
+	lua_pushboolean(L, poll(&p, 1, (int)(luaL_checknumber(L, 2) * 1000)) == 1);
+	return 1;
+}
+
 static int tu_exit(lua_State *L)
 {
 	_exit((int)luaL_checkinteger(L, 1));
@@ -40,6 +52,7 @@ static const luaL_Reg functions[] = {
 	{ "fork", tu_fork },
 	{ "wait", tu_wait },
 	{ "_exit", tu_exit },
+	{ "readable", tu_readable },
 	{ "close", tu_close },
 	{ NULL, NULL }
 };

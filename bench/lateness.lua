@@ -1,0 +1,18 @@
+-- lateness.lua: N timeouts with delays uniform in [0.2, 1.2] s on one timer;
+-- prints the lateness (callback time - deadline) percentiles.
+-- usage: lua5.4 bench/lateness.lua [N] [tick]
+local hwtimer = require("hwtimer")
+local N = tonumber(arg[1]) or 20000
+local timer = hwtimer.new({ tick = tonumber(arg[2]) or 0.001 })
+local late = {}
+math.randomseed(1)
+for _ = 1, N do
+  timer:schedule(0.2 + math.random() * 1.0, function(t)
+    late[#late + 1] = hwtimer.now() - t:deadline()
+  end)
+end
+timer:run()
+table.sort(late)
+local function p(q) return late[math.max(1, math.ceil(#late * q))] * 1000 end
+print(string.format("n=%d lateness ms: min %.3f p50 %.3f p99 %.3f max %.3f",
+  #late, p(0), p(0.5), p(0.99), p(1)))

@@ -1,0 +1,29 @@
+package = "hwtimer"
+version = "scm-1"
+source = {
+  url = "git+file:///hwtimer", -- built from a checkout: luarocks make rockspec/hwtimer-scm-1.rockspec
+}
+description = {
+  summary = "Hashed timing wheel timer: cancellable timeouts by the million, callbacks in your event loop",
+  detailed = [[
+A hierarchical hashed timing wheel in C with its own worker thread. Expired
+timeouts are handed to the Lua thread through a pipe that any event loop can
+poll (poll, luasocket, cqueues, luv), so callbacks always run on the Lua thread.
+]],
+  license = "MIT",
+}
+dependencies = {
+  "lua >= 5.1",
+}
+build = {
+  type = "builtin",
+  modules = {
+    ["hwtimer"] = "lua/hwtimer.lua",
+    ["hwtimer.core"] = {
+      sources = { "csrc/wheel.c", "csrc/worker.c", "csrc/pipe.c", "csrc/clock.c", "csrc/lhwtimer.c" },
+      defines = { "_POSIX_C_SOURCE=200809L", "_DEFAULT_SOURCE" },
+      libraries = { "pthread", "m", "dl" },
+      incdirs = { "csrc" },
+    },
+  },
+}
