@@ -528,7 +528,10 @@ static int timeout_cancel(lua_State *L)
 		lua_pushboolean(L, 0);
 		return 1;
 	}
-	if (tm->node.slot != HWT_SLOT_NONE)
+	/* A pending timeout is linked somewhere (wheel, due list, local or batch)
+	 * unless it is the periodic one running now. Its slot is the worker's to
+	 * change, so it is read only under the lock, inside hwt_worker_del. */
+	if (T->running != tm)
 		hwt_worker_del(&T->w, &tm->node);
 	lua_settop(L, 1);
 	hwt_getuv(L, 1, UV_TIMER);
