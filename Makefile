@@ -33,7 +33,7 @@ ROCK_ENV := LUA_PATH='$(ROCKTREE)/share/lua/$(LUA_VERSION)/?.lua;$(ROCKTREE)/sha
 
 DEB_PACKAGES := lua$(LUA_VERSION) liblua$(LUA_VERSION)-dev lua-busted lua-socket luarocks pkg-config gcc make
 
-.PHONY: all test test-c test-spec test-rock demo install clean deps
+.PHONY: all test test-c test-spec test-rock demo bench bench-quick bench-deps install clean deps
 
 all: $(MODULE)
 
@@ -82,6 +82,26 @@ test-rock: $(TESTUTIL)
 
 demo: deps $(MODULE)
 	$(RUN_ENV) $(LUA) examples/demo.lua
+
+# Benchmarks: every workload against luv, a Lua heap, Netty and the C core.
+BENCH_PACKAGES := lua-luv lua-socket gnuplot-nox default-jdk-headless libnetty-java
+
+$(BUILD)/core_bench: bench/core_bench.c $(CORE_SRC) $(HDR)
+	@mkdir -p $(BUILD)
+	$(CC) $(WARN) $(CFLAGS) -o $@ bench/core_bench.c $(CORE_SRC) $(LDLIBS)
+
+$(BUILD)/netty/NettyBench.class: bench/netty/NettyBench.java
+	@mkdir -p $(BUILD)/netty
+	-javac -d $(BUILD)/netty -cp /usr/share/java/netty-common.jar $<
+
+bench-deps:
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEB_PACKAGES) $(BENCH_PACKAGES)"
+
+bench: bench-deps $(MODULE) $(BUILD)/core_bench $(BUILD)/netty/NettyBench.class
+	$(RUN_ENV) $(LUA) bench/bench.lua 3 1
+
+bench-quick: bench-deps $(MODULE) $(BUILD)/core_bench $(BUILD)/netty/NettyBench.class
+	$(RUN_ENV) $(LUA) bench/bench.lua 1 0.1
 
 install: $(MODULE)
 	install -d $(DESTDIR)$(LUA_LIBDIR)/hwtimer $(DESTDIR)$(LUA_SHAREDIR)

@@ -1,0 +1,194 @@
+-- bench.lua: every workload against every system, RUNS times each, each run
+-- in a fresh process; prints one table of medians with hwtimer's ratio to the
+-- best peer and its target, and writes bench/results.txt and the plots.
+--
+-- usage: lua5.4 bench/bench.lua [runs] [scale]     (make bench, make bench-quick)
+local RUNS = tonumber(arg[1]) or 3
+local SCALE = tonumber(arg[2]) or 1
+local DIR = arg[0]:match("^(.*)/") or "."
+local OUT = DIR .. "/out"
+local LUA = os.getenv("HWT_LUA") or "lua5.4"
+local NETTY_CP = "/usr/share/java/netty-common.jar:build/netty"
+
+os.execute("mkdir -p " .. OUT)
+
+local function sh(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local s = p:read("a")
+  local ok = p:close()
+  return s, ok
+end
+
+local have_java = sh("command -v java >/dev/null && test -f /usr/share/java/netty-common.jar"
+  .. " && test -f build/netty/NettyBench.class && echo yes"):match("yes")
+
+local function command(system, workload)
+  if system == "netty" then
+    return string.format("HWT_BENCH_OUT=%s java -Xmx12g -XX:+UseSerialGC -cp %s NettyBench %s %s", OUT, NETTY_CP, workload, SCALE)
+  elseif system == "core" then
+    return string.format("build/core_bench %s %s", workload, SCALE)
+  end
+  return string.format("HWT_BENCH_OUT=%s %s %s/run.lua %s %s %s", OUT, LUA, DIR, system, workload, SCALE)
+end
+
+local plan = {
+  w1 = { "hwtimer", "luv", "heap", "netty", "core" },
+  w2b = { "hwtimer", "luv", "heap", "netty" },
+  w2c = { "hwtimer", "luv", "heap", "netty" },
+  w3 = { "hwtimer", "luv", "heap", "netty" },
+  w4 = { "hwtimer", "luv", "heap", "netty", "core" },
+}
+local order = { "w1", "w2b", "w2c", "w3", "w4" }
+
+-- results[workload][system][key] = { values of every run }
+local results, log = {}, {}
+for _, w in ipairs(order) do
+  results[w] = {}
+  for _, s in ipairs(plan[w]) do
+    if s ~= "netty" or have_java then
+      results[w][s] = {}
+      for r = 1, RUNS do
+        local out, ok = sh(command(s, w))
+        local line = out:match("(system=%S+ workload=%S+[^\n]*)")
+        io.stderr:write(string.format("[%s %s run %d] %s\n", w, s, r, line or out))
+        log[#log + 1] = line or (s .. " " .. w .. " FAILED: " .. out)
+        if ok and line then
+          for k, v in line:gmatch("(%S+)=(%S+)") do
+            if tonumber(v) then
+              results[w][s][k] = results[w][s][k] or {}
+              table.insert(results[w][s][k], tonumber(v))
+            end
+          end
+        end
+      end
+    end
+  end
+end
+
+local function median(t)
+  if not t or #t == 0 then return nil end
+  local c = {}
+  for i, v in ipairs(t) do c[i] = v end
+  table.sort(c)
+  local n = #c
+  return n % 2 == 1 and c[(n + 1) // 2] or (c[n // 2] + c[n // 2 + 1]) / 2
+end
+
+local function med(w, s, k) return results[w][s] and median(results[w][s][k]) end
+
+-- Derived figure: W4 growth, cost at the largest P over the cost at 1e3.
+local sizes = SCALE >= 1 and { 1000, 100000, 1000000, 4000000 } or { 1000, 10000, 100000 }
+local largest = sizes[#sizes]
+for s, keys in pairs(results.w4) do
+  local a, b = median(keys["pair_ns_1000"]), median(keys["pair_ns_" .. largest])
+  if a and b then keys.growth = { b / a } end
+end
+
+-- figure: workload, key, label, better ("low"/"high"), target (op, value)
+local figures = {
+  { "w1", "schedule_ns", "W1 schedule (ns)", "low", "<=", 150 },
+  { "w1", "cancel_ns", "W1 cancel (ns)", "low", "<=", 60 },
+  { "w1", "bytes", "W1 bytes per pending", "low", "<=", 120 },
+  { "w2b", "late_min_ms", "W2b lateness min (ms)", "none", ">=", 0 },
+  { "w2b", "late_p50_ms", "W2b lateness p50 (ms)", "low" },
+  { "w2b", "late_p99_ms", "W2b lateness p99 (ms)", "low", "<=", 1.2 },
+  { "w2b", "late_max_ms", "W2b lateness max (ms)", "low", "<=", 3 },
+  { "w2c", "callbacks_per_s", "W2c callbacks per s", "high", ">=", 10e6 },
+  { "w3", "wakeups_per_s", "W3 wake-ups per s", "low", "<=", 0 },
+  { "w3", "cpu_pct", "W3 CPU %", "low" },
+}
+for _, p in ipairs(sizes) do
+  figures[#figures + 1] = { "w4", "pair_ns_" .. p, string.format("W4 pair at %g pending (ns)", p), "low",
+    p == largest and "<=" or nil, p == largest and 250 or nil }
+end
+figures[#figures + 1] = { "w4", "growth", string.format("W4 cost %g / cost 1e3", largest), "low", "<=", 1.3 }
+
+local peers = { "luv", "heap", "netty", "core" }
+local function fmt(v)
+  if v == nil then return "-" end
+  if math.abs(v) >= 1e5 then return string.format("%.3gM", v / 1e6) end
+  if math.abs(v) >= 100 then return string.format("%.0f", v) end
+  return string.format("%.3g", v)
+end
+
+local lines = {}
+local function emit(s) lines[#lines + 1] = s; print(s) end
+emit(string.format("hwtimer bench: medians of %d runs, scale %g, %s", RUNS, SCALE, os.date("!%Y-%m-%d %H:%M UTC")))
+emit(string.format("%-30s %10s %9s %9s %9s %9s %12s %8s  %s", "figure", "hwtimer", "luv", "heap",
+  "netty", "C core", "vs best peer", "target", "met"))
+for _, f in ipairs(figures) do
+  local w, k, label, better, op, target = table.unpack(f)
+  local mine = med(w, "hwtimer", k)
+  local best
+  for _, p in ipairs({ "luv", "heap", "netty" }) do -- the C core is a floor, not a peer
+    local v = med(w, p, k)
+    if v and better ~= "none" and (not best or (better == "low" and v < best) or (better == "high" and v > best)) then
+      best = v
+    end
+  end
+  local ratio = (mine and best and best ~= 0) and string.format("%.2fx", mine / best) or "-"
+  local met = "-"
+  if mine and op then
+    met = ((op == "<=" and mine <= target) or (op == ">=" and mine >= target)) and "yes" or "NO"
+  end
+  local row = { label, fmt(mine) }
+  for _, p in ipairs(peers) do row[#row + 1] = fmt(med(w, p, k)) end
+  emit(string.format("%-30s %10s %9s %9s %9s %9s %12s %8s  %s", row[1], row[2], row[3], row[4], row[5], row[6],
+    ratio, op and (op .. " " .. fmt(target)) or "", met))
+end
+emit("")
+emit("ratio: hwtimer's median over the best peer's (luv, Lua heap, Netty); below 1 is better for")
+emit("times, bytes and lateness, above 1 for callbacks per second. Every run's raw line follows.")
+for _, l in ipairs(log) do emit("  " .. l) end
+
+local f = assert(io.open(DIR .. "/results.txt", "w"))
+f:write(table.concat(lines, "\n"), "\n")
+f:close()
+
+-- ---- plots ----------------------------------------------------------------------
+local data = assert(io.open(OUT .. "/w4.dat", "w"))
+data:write("# pending " .. table.concat({ "hwtimer", "luv", "heap", "netty", "core" }, " ") .. "\n")
+for _, p in ipairs(sizes) do
+  local row = { tostring(p) }
+  for _, s in ipairs({ "hwtimer", "luv", "heap", "netty", "core" }) do
+    row[#row + 1] = fmt(med("w4", s, "pair_ns_" .. p)) == "-" and "NaN" or tostring(med("w4", s, "pair_ns_" .. p))
+  end
+  data:write(table.concat(row, " "), "\n")
+end
+data:close()
+
+local gp = assert(io.open(OUT .. "/plots.gp", "w"))
+gp:write(string.format([[
+set terminal pngcairo size 900,540 font "DejaVu Sans,11"
+set output "%s/w4_growth.png"
+set title "W4: one cancel + schedule pair vs pending timeouts (median of %d runs)"
+set logscale x
+set logscale y
+set xlabel "pending timeouts"
+set ylabel "ns per pair"
+set key left top
+set grid
+plot for [i=2:6] "%s/w4.dat" using 1:i with linespoints lw 2 title columnhead(i)
+set output "%s/w2b_lateness.png"
+set title "W2b: lateness of 200,000 timeouts due in 1-2 s (last run)"
+unset logscale
+set logscale x
+set xlabel "lateness (ms, log scale)"
+set ylabel "percentile"
+set key right bottom
+set xrange [0.001:*]
+files = ""
+]], DIR, RUNS, OUT, DIR))
+local curves = {}
+for _, s in ipairs({ "hwtimer", "luv", "heap", "netty" }) do
+  local fh = io.open(OUT .. "/w2b_" .. s .. ".dat")
+  if fh then
+    fh:close()
+    curves[#curves + 1] = string.format('"%s/w2b_%s.dat" using ($1 > 0.001 ? $1 : 0.001):2 with lines lw 2 title "%s"',
+      OUT, s, s)
+  end
+end
+gp:write("plot " .. table.concat(curves, ", \\\n     ") .. "\n")
+gp:close()
+local _, ok = sh("gnuplot " .. OUT .. "/plots.gp")
+print(ok and ("plots: " .. DIR .. "/w4_growth.png, " .. DIR .. "/w2b_lateness.png") or "gnuplot failed")
