@@ -208,6 +208,7 @@ function workloads.w2b(sys)
   local n = math.floor(200000 * SCALE)
   local delays = uniform_delays(n, 1, 2)
   local late, fired = {}, 0
+  for i = 1, n do late[i] = 0 end -- preallocated: no table growth inside callbacks
   for i = 1, n do
     local due = clock() + delays[i]
     sys.schedule(delays[i], function()

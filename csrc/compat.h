@@ -57,14 +57,33 @@ static void hwt_setuv(lua_State *L, int idx, int n)
 #endif
 
 #if LUA_VERSION_NUM == 501
-/* luaL_setfuncs, luaL_setmetatable and luaL_traceback arrived in 5.2. */
+/* luaL_setfuncs, luaL_setmetatable, luaL_traceback, lua_rawgetp and
+ * lua_rawsetp arrived in 5.2. */
 static void luaL_setfuncs(lua_State *L, const luaL_Reg *l, int nup)
 {
-	(void)nup; /* only used with nup == 0 here */
+	int i;
 	for (; l->name; l++) {
-		lua_pushcfunction(L, l->func);
-		lua_setfield(L, -2, l->name);
+		for (i = 0; i < nup; i++)
+			lua_pushvalue(L, -nup);
+		lua_pushcclosure(L, l->func, nup);
+		lua_setfield(L, -(nup + 2), l->name);
 	}
+	lua_pop(L, nup);
+}
+
+static void lua_rawgetp(lua_State *L, int idx, const void *p)
+{
+	idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
+	lua_pushlightuserdata(L, (void *)p);
+	lua_rawget(L, idx);
+}
+
+static void lua_rawsetp(lua_State *L, int idx, const void *p)
+{
+	idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
+	lua_pushlightuserdata(L, (void *)p);
+	lua_insert(L, -2);
+	lua_rawset(L, idx);
 }
 
 static void luaL_setmetatable(lua_State *L, const char *tname)

@@ -2,17 +2,20 @@
  * lhwtimer.c: the Lua binding, module "hwtimer.core".
  *
  * Two userdata types. A timer owns a worker (wheel + thread + pipe). A
- * timeout is a handle whose memory holds the wheel node, so scheduling
+ * timeout's userdata is nothing but its 32-byte wheel node, so scheduling
  * allocates one userdata and nothing else.
  *
- * Lifetimes: a pending timeout is pinned in its timer's `pins` array (timer
- * uservalue 1), so dropping the handle does not cancel it; a timeout holds
- * its timer (timeout uservalue 1), so the timer lives while any handle does.
- * State changes only here, on the Lua thread: the worker thread only moves
- * nodes between the wheel's lists under the worker's lock.
+ * Each timer makes the metatable of its own timeouts ("handle metatable").
+ * That metatable holds the timer (so a handle keeps its timer alive without a
+ * reference of its own) and, in its array part, the pending handles: the pins
+ * that keep a dropped handle's timeout alive. Pin i is the node's owner_word;
+ * unpinning moves the last pin into the hole, so the array stays dense.
  *
- * Uservalues: timer {1 = pins, 2 = on_error}; timeout {1 = timer,
- * 2 = callback, 3.. = extra arguments}.
+ * State changes only here, on the Lua thread: the worker thread only moves
+ * nodes between the wheel's lists, under the worker's lock.
+ *
+ * Uservalues: timer {1 = handle metatable, 2 = on_error};
+ * timeout {1 = callback, then the interval if periodic, then the arguments}.
  */
 #if !defined(_GNU_SOURCE)
 #define _GNU_SOURCE /* dladdr and RTLD_NODELETE: see register_fork_handler */
@@ -23,6 +26,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "clock.h"
 #include "compat.h"
@@ -30,39 +34,45 @@
 
 #define HWT_VERSION "0.1.0"
 #define TIMER_MT "hwtimer.timer"
-#define TIMEOUT_MT "hwtimer.timeout"
+#define TIMEOUT_NAME "hwtimer.timeout"
 #define MAX_DELAY 1e9   /* seconds (~31 years): deadlines stay far inside int64 ns */
-#define MAX_ARGS 200    /* extra arguments carried to a callback */
-#define UV_PINS 1
+#define MAX_ARGS 200    /* extra arguments carried to a callback (fits owner_byte) */
+#define UV_HANDLE_MT 1
 #define UV_ON_ERROR 2
-#define UV_TIMER 1
-#define UV_CALLBACK 2
-#define UV_ARGS 3
+#define UV_CALLBACK 1
 
-enum { PENDING, EXPIRED, CANCELLED };
+/* node->owner_flags: the state in the low bits, then flags */
+enum { PENDING, EXPIRED, CANCELLED, STATE_MASK = 3, PERIODIC = 4 };
 static const char *const state_names[] = { "pending", "expired", "cancelled" };
+
+/* In a handle metatable: under the short string TIMER_FIELD (upvalue 1 of
+ * every timeout function, since Lua looks up short strings fastest), a light
+ * userdata for the struct timer; under &TIMER_OBJ_KEY, the timer's userdata. */
+#define TIMER_FIELD "__hwtimer.timer"
+static const char TIMER_OBJ_KEY;
 
 struct timer {
 	struct hwt_worker w;
-	struct hwt_link local;    /* taken from the worker, not yet run */
-	struct hwt_link batch;    /* being run by the current dispatch */
-	struct timeout *running;  /* periodic timeout whose callback runs now */
-	lua_Integer pending;      /* scheduled, neither run nor cancelled */
-	lua_Integer max_pending;  /* 0: no cap */
-	lua_Integer npins;
-	unsigned long forkgen;    /* fork_generation when the timer was made */
+	struct hwt_link local;     /* taken from the worker, not yet run */
+	struct hwt_link batch;     /* being run by the current dispatch */
+	struct hwt_node *current;  /* the timeout whose callback runs now */
+	uint32_t *free_pins;       /* pin slots to reuse, a stack */
+	uint32_t nfree, free_cap;
+	lua_Integer pending;       /* scheduled, neither run nor cancelled */
+	lua_Integer max_pending;   /* 0: no cap */
+	lua_Integer budget;        /* callbacks the current dispatch may still run */
+	uint32_t npins;            /* pin slots ever used: the array's length */
+	unsigned long forkgen;     /* fork_generation when the timer was made */
 	int stopped, dispatching, has_on_error;
 };
 
-struct timeout {
-	struct hwt_node node;
-	struct timer *owner;
-	int64_t deadline;         /* intended, in monotonic ns */
-	int64_t interval;         /* > 0: periodic with this fixed delay, in ns */
-	lua_Integer pin;          /* index in the owner's pins, 0 when not pinned */
-	unsigned short nargs;
-	unsigned char state;
-};
+static int state_of(const struct hwt_node *n) { return n->owner_flags & STATE_MASK; }
+static int is_periodic(const struct hwt_node *n) { return n->owner_flags & PERIODIC; }
+
+static void set_state(struct hwt_node *n, int state)
+{
+	n->owner_flags = (uint8_t)((n->owner_flags & ~STATE_MASK) | state);
+}
 
 /* ---- fork detection ------------------------------------------------------- */
 
@@ -123,9 +133,27 @@ static lua_Number check_finite(lua_State *L, int idx)
 	return x;
 }
 
+static int type_error(lua_State *L, int idx, const char *expected)
+{
+	const char *got = luaL_typename(L, idx);
+	if (luaL_getmetafield(L, idx, "__name") && lua_type(L, -1) == LUA_TSTRING)
+		got = lua_tostring(L, -1);
+	return luaL_argerror(L, idx, lua_pushfstring(L, "%s expected, got %s", expected, got));
+}
+
+/* The timer at idx, whatever its state. Every function that takes a timer
+ * has the timer metatable as upvalue 1: identity beats a registry lookup. */
 static struct timer *to_timer(lua_State *L, int idx)
 {
-	return (struct timer *)luaL_checkudata(L, idx, TIMER_MT);
+	void *p = lua_touserdata(L, idx);
+	if (p && lua_getmetatable(L, idx)) {
+		int same = lua_rawequal(L, -1, lua_upvalueindex(1));
+		lua_pop(L, 1);
+		if (same)
+			return (struct timer *)p;
+	}
+	type_error(L, idx, TIMER_MT);
+	return NULL;
 }
 
 /* The timer at idx, usable from this process. */
@@ -146,50 +174,89 @@ static struct timer *check_live(lua_State *L, int idx)
 	return T;
 }
 
-static struct timeout *check_timeout(lua_State *L, int idx)
+/* The timeout at idx and its timer: a userdata whose metatable knows a
+ * timer. Leaves that metatable (the pins) on top of the stack. */
+static struct hwt_node *to_timeout_mt(lua_State *L, int idx, struct timer **T)
 {
-	return (struct timeout *)luaL_checkudata(L, idx, TIMEOUT_MT);
+	void *p = lua_touserdata(L, idx);
+	if (p && lua_getmetatable(L, idx)) {
+		lua_pushvalue(L, lua_upvalueindex(1));
+		lua_rawget(L, -2);
+		*T = (struct timer *)lua_touserdata(L, -1);
+		lua_pop(L, 1);
+		if (*T)
+			return (struct hwt_node *)p;
+	}
+	type_error(L, idx, TIMEOUT_NAME);
+	return NULL;
+}
+
+static struct hwt_node *to_timeout(lua_State *L, int idx, struct timer **T)
+{
+	struct hwt_node *n = to_timeout_mt(L, idx, T);
+	lua_pop(L, 1);
+	return n;
+}
+
+static struct hwt_node *check_timeout(lua_State *L, int idx)
+{
+	struct timer *T;
+	return to_timeout(L, idx, &T);
 }
 
 /* ---- pins: what keeps pending handles alive -------------------------------- */
 
-/* Pin the handle at `h` in the pins table at `pins`. */
-static void pin(lua_State *L, struct timer *T, int pins, int h, struct timeout *tm)
+/* Pin the handle at `h` in the handle metatable at `mt`, reusing a free slot. */
+static void pin(lua_State *L, struct timer *T, int mt, int h, struct hwt_node *n)
 {
+	n->owner_word = T->nfree ? T->free_pins[--T->nfree] : ++T->npins;
 	lua_pushvalue(L, h);
-	lua_rawseti(L, pins, ++T->npins);
-	tm->pin = T->npins;
+	lua_rawseti(L, mt, (lua_Integer)n->owner_word);
 }
 
-/* Unpin `tm`: the last pin moves into its place, so the array stays dense. */
-static void unpin(lua_State *L, struct timer *T, int pins, struct timeout *tm)
+/* Unpin `n`: one table write; its slot goes on the free stack (if that cannot
+ * grow, the slot is simply never reused). */
+static void unpin(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
 {
-	lua_Integer last = T->npins--;
-	if (tm->pin != last) {
-		lua_rawgeti(L, pins, last);
-		((struct timeout *)lua_touserdata(L, -1))->pin = tm->pin;
-		lua_rawseti(L, pins, tm->pin);
-	}
 	lua_pushnil(L);
-	lua_rawseti(L, pins, last);
-	tm->pin = 0;
+	lua_rawseti(L, mt, (lua_Integer)n->owner_word);
+	if (T->stopped) { /* no slot is reused after stop; the stack is freed */
+		n->owner_word = 0;
+		return;
+	}
+	if (T->nfree == T->free_cap) {
+		uint32_t cap = T->free_cap ? 2 * T->free_cap : 64;
+		uint32_t *grown = realloc(T->free_pins, cap * sizeof *grown);
+		if (!grown) {
+			n->owner_word = 0;
+			return;
+		}
+		T->free_pins = grown;
+		T->free_cap = cap;
+	}
+	T->free_pins[T->nfree++] = n->owner_word;
+	n->owner_word = 0;
 }
 
-/* Leave the pending state (to expired or cancelled); pins table at `pins`. */
-static void finish(lua_State *L, struct timer *T, int pins, struct timeout *tm, int state)
+/* Cancelled: leave the pending state and the pins at once; the timeout
+ * whose callback is running stays pinned until finish_current. */
+static void cancel_node(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
 {
-	tm->state = (unsigned char)state;
+	set_state(n, CANCELLED);
 	T->pending--;
-	unpin(L, T, pins, tm);
+	if (n != T->current)
+		unpin(L, T, mt, n);
 }
 
 /* ---- scheduling ----------------------------------------------------------- */
 
-static void arm(struct timer *T, struct timeout *tm, int64_t now, int64_t delay_ns)
+/* Put `n` on the wheel `delay_ns` from now; due at the next dispatch if <= 0. */
+static void arm(struct timer *T, struct hwt_node *n, int64_t delay_ns)
 {
-	tm->deadline = now + delay_ns;
-	hwt_worker_add(&T->w, &tm->node,
-		       delay_ns <= 0 ? 0 : hwt_worker_tick_at(&T->w, tm->deadline));
+	if (delay_ns <= 0)
+		hwt_worker_add_due(&T->w, n);
+	else
+		hwt_worker_add(&T->w, n, hwt_worker_tick_at(&T->w, hwt_clock_ns() + delay_ns));
 }
 
 static int64_t check_delay(lua_State *L, int idx, int periodic)
@@ -201,32 +268,34 @@ static int64_t check_delay(lua_State *L, int idx, int periodic)
 	return d <= 0 ? 0 : (int64_t)ceil(d * 1e9);
 }
 
-/* Build the handle for timer:schedule/every: stack is timer, delay, callback, args. */
-static struct timeout *new_timeout(lua_State *L, struct timer *T, int nargs)
+/* New handle (left on top) for a callback at 3 with nargs arguments after it. */
+static struct hwt_node *new_timeout(lua_State *L, int64_t interval, int nargs)
 {
-	struct timeout *tm = hwt_newuserdata(L, sizeof *tm, UV_ARGS - 1 + nargs);
-	int i, h = lua_gettop(L);
-	luaL_setmetatable(L, TIMEOUT_MT);
-	hwt_node_init(&tm->node);
-	tm->owner = T;
-	tm->pin = 0;
-	tm->nargs = (unsigned short)nargs;
-	tm->state = PENDING;
-	lua_pushvalue(L, 1);
-	hwt_setuv(L, h, UV_TIMER);
-	for (i = 0; i <= nargs; i++) { /* the callback, then its arguments */
-		lua_pushvalue(L, 3 + i);
-		hwt_setuv(L, h, UV_CALLBACK + i);
+	int periodic = interval > 0, h, i;
+	struct hwt_node *n = hwt_newuserdata(L, sizeof *n, 1 + periodic + nargs);
+	h = lua_gettop(L);
+	hwt_node_init(n);
+	n->owner_flags = (uint8_t)(PENDING | (periodic ? PERIODIC : 0));
+	n->owner_byte = (uint8_t)nargs;
+	lua_pushvalue(L, 3);
+	hwt_setuv(L, h, UV_CALLBACK);
+	if (periodic) {
+		lua_pushnumber(L, (lua_Number)interval);
+		hwt_setuv(L, h, UV_CALLBACK + 1);
 	}
-	return tm;
+	for (i = 0; i < nargs; i++) {
+		lua_pushvalue(L, 4 + i);
+		hwt_setuv(L, h, UV_CALLBACK + 1 + periodic + i);
+	}
+	return n;
 }
 
 static int schedule(lua_State *L, int periodic)
 {
 	struct timer *T = check_live(L, 1);
 	int64_t delay = check_delay(L, 2, periodic);
-	int nargs = lua_gettop(L) - 3;
-	struct timeout *tm;
+	int nargs = lua_gettop(L) - 3, h;
+	struct hwt_node *n;
 	check_callable(L, 3);
 	if (nargs > MAX_ARGS)
 		return luaL_error(L, "bad argument to 'schedule' (at most %d callback arguments)", MAX_ARGS);
@@ -236,13 +305,15 @@ static int schedule(lua_State *L, int periodic)
 				(int)T->pending, (int)T->max_pending);
 		return 2;
 	}
-	tm = new_timeout(L, T, nargs);
-	tm->interval = periodic ? delay : 0;
-	hwt_getuv(L, 1, UV_PINS);
-	pin(L, T, lua_gettop(L), -2, tm);
-	lua_pop(L, 1);
+	n = new_timeout(L, periodic ? delay : 0, nargs);
+	h = lua_gettop(L);
+	hwt_getuv(L, 1, UV_HANDLE_MT);
+	lua_pushvalue(L, -1);
+	lua_setmetatable(L, h);
+	pin(L, T, h + 1, h, n);
+	lua_settop(L, h);
 	T->pending++;
-	arm(T, tm, hwt_clock_ns(), delay);
+	arm(T, n, delay);
 	return 1;
 }
 
@@ -272,8 +343,9 @@ static int traceback_handler(lua_State *L)
 	return 1;
 }
 
-/* The callback failed with the error on top; hand it to on_error. Pops it. */
-static void report_error(lua_State *L, struct timer *T, int h)
+/* The callback of `n` failed with the error on top: give it to on_error
+ * (timer at index 1, handle metatable at `mt`). Pops the error. */
+static void report_error(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
 {
 	if (!T->has_on_error) {
 		fprintf(stderr, "hwtimer: error in timeout callback: %s\n", lua_tostring(L, -1));
@@ -282,69 +354,102 @@ static void report_error(lua_State *L, struct timer *T, int h)
 	}
 	hwt_getuv(L, 1, UV_ON_ERROR);
 	lua_insert(L, -2);
-	lua_pushvalue(L, h);
+	lua_rawgeti(L, mt, (lua_Integer)n->owner_word); /* still pinned: see finish_current */
 	if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
 		const char *msg = lua_tostring(L, -1);
-		fprintf(stderr, "hwtimer: error in on_error: %s\n",
-			msg ? msg : luaL_typename(L, -1));
+		fprintf(stderr, "hwtimer: error in on_error: %s\n", msg ? msg : luaL_typename(L, -1));
 		lua_pop(L, 1);
 	}
 }
 
-/* Run one due timeout; pins table at `pins`, message handler at `mh` (0: none). */
-static void run_one(lua_State *L, struct timer *T, int pins, int mh, struct timeout *tm)
+/* After the callback of T->current returned or failed: a one-shot timeout
+ * leaves the pins; a periodic one goes back on the wheel unless cancelled. */
+static void finish_current(lua_State *L, struct timer *T, int mt)
 {
-	int i, h;
-	lua_rawgeti(L, pins, tm->pin);
-	h = lua_gettop(L);
-	if (tm->interval)
-		T->running = tm;
-	else
-		finish(L, T, pins, tm, EXPIRED);
-	luaL_checkstack(L, tm->nargs + 2, "too many callback arguments");
-	hwt_getuv(L, h, UV_CALLBACK);
-	lua_pushvalue(L, h);
-	for (i = 0; i < tm->nargs; i++)
-		hwt_getuv(L, h, UV_ARGS + i);
-	if (lua_pcall(L, 1 + tm->nargs, 0, mh) != LUA_OK)
-		report_error(L, T, h);
-	if (tm->interval) {
-		T->running = NULL;
-		if (tm->state == PENDING && !T->stopped) /* not cancelled meanwhile */
-			arm(T, tm, hwt_clock_ns(), tm->interval);
+	struct hwt_node *n = T->current;
+	T->current = NULL;
+	if (is_periodic(n) && state_of(n) == PENDING && !T->stopped) {
+		lua_rawgeti(L, mt, (lua_Integer)n->owner_word);
+		hwt_getuv(L, -1, UV_CALLBACK + 1);
+		arm(T, n, (int64_t)lua_tonumber(L, -1));
+		lua_pop(L, 2);
+	} else {
+		unpin(L, T, mt, n);
 	}
-	lua_pop(L, 1);
 }
 
-/* Run up to `max` due timeouts; returns how many ran. */
+/* Push the callback of `n` and its arguments; returns how many arguments. */
+static int push_call(lua_State *L, int mt, struct hwt_node *n)
+{
+	int h, i, first = UV_CALLBACK + 1 + (is_periodic(n) ? 1 : 0);
+	lua_rawgeti(L, mt, (lua_Integer)n->owner_word);
+	h = lua_gettop(L);
+	luaL_checkstack(L, n->owner_byte + 2, "too many callback arguments");
+	hwt_getuv(L, h, UV_CALLBACK);
+	lua_pushvalue(L, h);
+	for (i = 0; i < n->owner_byte; i++)
+		hwt_getuv(L, h, first + i);
+	return 1 + n->owner_byte;
+}
+
+/* Protected: run callbacks from T->batch while the budget lasts. An error
+ * escapes to run_due, which reports it and calls again: one protected call
+ * per batch instead of one per callback. Stack: T, handle metatable. */
+static int run_batch(lua_State *L)
+{
+	struct timer *T = (struct timer *)lua_touserdata(L, 1);
+	while (T->budget > 0 && !hwt_list_empty(&T->batch)) {
+		struct hwt_node *n = hwt_container_of(T->batch.next, struct hwt_node, link);
+		hwt_list_unlink(&n->link);
+		n->slot = HWT_SLOT_NONE;
+		T->budget--;
+		T->current = n;
+		if (!is_periodic(n)) {
+			set_state(n, EXPIRED);
+			T->pending--;
+		}
+		lua_call(L, push_call(L, 2, n), 0);
+		lua_settop(L, 2);
+		finish_current(L, T, 2);
+	}
+	return 0;
+}
+
+/* Run up to `max` due timeouts (timer at index 1); returns how many ran. */
 static lua_Integer run_due(lua_State *L, struct timer *T, lua_Integer max)
 {
-	lua_Integer n = 0;
-	int pins, mh = 0;
+	int mt, mh = 0;
 	hwt_worker_take(&T->w, &T->local);
 	hwt_list_splice(&T->batch, &T->local); /* callbacks' new timeouts wait */
-	hwt_getuv(L, 1, UV_PINS);
-	pins = lua_gettop(L);
+	hwt_getuv(L, 1, UV_HANDLE_MT);
+	mt = lua_gettop(L);
 	if (!T->has_on_error) {
 		lua_pushcfunction(L, traceback_handler);
 		mh = lua_gettop(L);
 	}
+	T->budget = max;
 	T->dispatching = 1;
-	while (n < max && !hwt_list_empty(&T->batch)) {
-		struct hwt_link *l = T->batch.next;
-		hwt_list_unlink(l);
-		hwt_container_of(l, struct hwt_node, link)->slot = HWT_SLOT_NONE;
-		run_one(L, T, pins, mh, hwt_container_of(l, struct timeout, node.link));
-		n++;
+	for (;;) {
+		lua_pushcfunction(L, run_batch);
+		lua_pushlightuserdata(L, T);
+		lua_pushvalue(L, mt);
+		if (lua_pcall(L, 2, 0, mh) == LUA_OK)
+			break;
+		if (!T->current) { /* failed outside a callback: keep the rest for later */
+			lua_pop(L, 1);
+			break;
+		}
+		report_error(L, T, mt, T->current);
+		finish_current(L, T, mt);
 	}
 	T->dispatching = 0;
-	lua_settop(L, pins - 1);
+	lua_settop(L, mt - 1);
 	if (!T->stopped) {
 		hwt_list_splice_front(&T->local, &T->batch);
 		if (!hwt_list_empty(&T->local))
 			hwt_worker_rearm(&T->w); /* left over: keep the pipe readable */
 	}
-	return n;
+	return max - T->budget;
 }
 
 static struct timer *check_dispatcher(lua_State *L)
@@ -381,7 +486,7 @@ static int timer_run(lua_State *L)
 	struct timer *T = check_dispatcher(L);
 	int limited = !lua_isnoneornil(L, 2);
 	lua_Number secs = limited ? check_finite(L, 2) : 0;
-	int64_t end = 0;
+	int64_t end;
 	lua_Integer total = 0;
 	luaL_argcheck(L, secs >= 0 && secs <= MAX_DELAY, 2, "non-negative number of seconds expected");
 	end = hwt_clock_ns() + (int64_t)(secs * 1e9);
@@ -399,29 +504,29 @@ static int timer_run(lua_State *L)
 
 /* ---- stop, close, collect --------------------------------------------------- */
 
-/* Cancel everything still pending, pushing the handles onto the list at `list`
- * (0: no list). */
+/* Cancel everything still pending (timer at index 1), appending the handles
+ * to the array at `list` (0: no list). */
 static void cancel_all(lua_State *L, struct timer *T, int list)
 {
 	struct hwt_link all;
-	int pins, n = 0;
+	int mt, n = 0;
 	hwt_list_init(&all);
 	hwt_worker_collect(&T->w, &all);
 	hwt_list_splice(&all, &T->local);
 	hwt_list_splice(&all, &T->batch);
-	hwt_getuv(L, 1, UV_PINS);
-	pins = lua_gettop(L);
-	if (T->running) /* a periodic timeout inside its callback: end its series */
-		hwt_list_push(&all, &T->running->node.link);
+	hwt_getuv(L, 1, UV_HANDLE_MT);
+	mt = lua_gettop(L);
+	if (T->current && state_of(T->current) == PENDING) /* a periodic one, running */
+		hwt_list_push(&all, &T->current->link);
 	while (!hwt_list_empty(&all)) {
-		struct timeout *tm = hwt_container_of(all.next, struct timeout, node.link);
+		struct hwt_node *node = hwt_container_of(all.next, struct hwt_node, link);
 		hwt_list_unlink(all.next);
-		tm->node.slot = HWT_SLOT_NONE;
+		node->slot = HWT_SLOT_NONE;
 		if (list) {
-			lua_rawgeti(L, pins, tm->pin);
+			lua_rawgeti(L, mt, (lua_Integer)node->owner_word);
 			lua_rawseti(L, list, ++n);
 		}
-		finish(L, T, pins, tm, CANCELLED);
+		cancel_node(L, T, mt, node);
 	}
 	lua_pop(L, 1);
 }
@@ -436,6 +541,9 @@ static void stop_timer(lua_State *L, struct timer *T, int list)
 	if (!child)
 		hwt_worker_stop(&T->w);
 	cancel_all(L, T, list);
+	free(T->free_pins);
+	T->free_pins = NULL;
+	T->nfree = T->free_cap = 0;
 	if (child)
 		hwt_worker_abandon(&T->w);
 	else
@@ -520,36 +628,35 @@ static int timer_tostring(lua_State *L)
 
 static int timeout_cancel(lua_State *L)
 {
-	struct timeout *tm = check_timeout(L, 1);
-	struct timer *T = tm->owner;
+	struct timer *T;
+	struct hwt_node *n;
+	lua_settop(L, 1);
+	n = to_timeout_mt(L, 1, &T); /* the handle metatable is now at 2 */
 	if (forked(T))
 		return luaL_error(L, "hwtimer: timeout used in a forked child (timers do not survive fork)");
-	if (tm->state != PENDING) {
+	if (state_of(n) != PENDING) {
 		lua_pushboolean(L, 0);
 		return 1;
 	}
 	/* A pending timeout is linked somewhere (wheel, due list, local or batch)
-	 * unless it is the periodic one running now. Its slot is the worker's to
-	 * change, so it is read only under the lock, inside hwt_worker_del. */
-	if (T->running != tm)
-		hwt_worker_del(&T->w, &tm->node);
-	lua_settop(L, 1);
-	hwt_getuv(L, 1, UV_TIMER);
-	hwt_getuv(L, 2, UV_PINS);
-	finish(L, T, 3, tm, CANCELLED);
+	 * unless its callback is running. Its slot is the worker's to change, so
+	 * it is read only under the lock, inside hwt_worker_del. */
+	if (n != T->current)
+		hwt_worker_del(&T->w, n);
+	cancel_node(L, T, 2, n);
 	lua_pushboolean(L, 1);
 	return 1;
 }
 
 static int timeout_state(lua_State *L)
 {
-	lua_pushstring(L, state_names[check_timeout(L, 1)->state]);
+	lua_pushstring(L, state_names[state_of(check_timeout(L, 1))]);
 	return 1;
 }
 
 static int push_state_is(lua_State *L, int state)
 {
-	lua_pushboolean(L, check_timeout(L, 1)->state == state);
+	lua_pushboolean(L, state_of(check_timeout(L, 1)) == state);
 	return 1;
 }
 
@@ -557,15 +664,25 @@ static int timeout_is_pending(lua_State *L) { return push_state_is(L, PENDING); 
 static int timeout_is_expired(lua_State *L) { return push_state_is(L, EXPIRED); }
 static int timeout_is_cancelled(lua_State *L) { return push_state_is(L, CANCELLED); }
 
+/* Monotonic ns at which `n` is due: its deadline rounded up to a tick. */
+static int64_t due_ns(const struct timer *T, const struct hwt_node *n)
+{
+	return hwt_worker_time_of(&T->w, n->expires);
+}
+
 static int timeout_deadline(lua_State *L)
 {
-	lua_pushnumber(L, ns_to_s(check_timeout(L, 1)->deadline));
+	struct timer *T;
+	struct hwt_node *n = to_timeout(L, 1, &T);
+	lua_pushnumber(L, ns_to_s(due_ns(T, n)));
 	return 1;
 }
 
 static int timeout_remaining(lua_State *L)
 {
-	int64_t left = check_timeout(L, 1)->deadline - hwt_clock_ns();
+	struct timer *T;
+	struct hwt_node *n = to_timeout(L, 1, &T);
+	int64_t left = due_ns(T, n) - hwt_clock_ns();
 	lua_pushnumber(L, left > 0 ? ns_to_s(left) : 0);
 	return 1;
 }
@@ -573,7 +690,8 @@ static int timeout_remaining(lua_State *L)
 static int timeout_timer(lua_State *L)
 {
 	(void)check_timeout(L, 1);
-	hwt_getuv(L, 1, UV_TIMER);
+	lua_getmetatable(L, 1);
+	lua_rawgetp(L, -1, &TIMER_OBJ_KEY);
 	return 1;
 }
 
@@ -586,14 +704,15 @@ static int timeout_task(lua_State *L)
 
 static int timeout_tostring(lua_State *L)
 {
-	struct timeout *tm = check_timeout(L, 1);
-	int64_t left = tm->deadline - hwt_clock_ns();
-	if (tm->state == PENDING)
-		lua_pushfstring(L, "hwtimer.timeout (pending, %s%f s left) %p",
-				tm->interval ? "periodic, " : "",
-				(double)(left > 0 ? ns_to_s(left) : 0), (void *)tm);
+	struct timer *T;
+	struct hwt_node *n = to_timeout(L, 1, &T);
+	int64_t left = due_ns(T, n) - hwt_clock_ns();
+	if (state_of(n) == PENDING)
+		lua_pushfstring(L, TIMEOUT_NAME " (pending, %s%f s left) %p",
+				is_periodic(n) ? "periodic, " : "",
+				(double)(left > 0 ? ns_to_s(left) : 0), (void *)n);
 	else
-		lua_pushfstring(L, "hwtimer.timeout (%s) %p", state_names[tm->state], (void *)tm);
+		lua_pushfstring(L, TIMEOUT_NAME " (%s) %p", state_names[state_of(n)], (void *)n);
 	return 1;
 }
 
@@ -681,6 +800,26 @@ static int start_timer(lua_State *L, struct timer *T, const struct options *o)
 	return 0;
 }
 
+/* The metatable of the timer's timeouts (see the top of this file); the
+ * timeout methods table is upvalue 2 of hwtimer.new. */
+static void new_handle_metatable(lua_State *L, int ud, struct timer *T)
+{
+	lua_createtable(L, 0, 6);
+	lua_pushvalue(L, lua_upvalueindex(2));
+	lua_setfield(L, -2, "__index");
+	lua_pushvalue(L, lua_upvalueindex(3));
+	lua_pushcclosure(L, timeout_tostring, 1);
+	lua_setfield(L, -2, "__tostring");
+	lua_pushliteral(L, TIMEOUT_NAME);
+	lua_setfield(L, -2, "__name");
+	lua_pushliteral(L, TIMEOUT_NAME); /* getmetatable() must not expose the pins */
+	lua_setfield(L, -2, "__metatable");
+	lua_pushlightuserdata(L, T);
+	lua_setfield(L, -2, TIMER_FIELD);
+	lua_pushvalue(L, ud);
+	lua_rawsetp(L, -2, &TIMER_OBJ_KEY);
+}
+
 static int hwtimer_new(lua_State *L)
 {
 	struct options o;
@@ -695,9 +834,10 @@ static int hwtimer_new(lua_State *L)
 	T->max_pending = o.max_pending;
 	hwt_list_init(&T->local);
 	hwt_list_init(&T->batch);
-	luaL_setmetatable(L, TIMER_MT);
-	lua_newtable(L);
-	hwt_setuv(L, ud, UV_PINS);
+	lua_pushvalue(L, lua_upvalueindex(1));
+	lua_setmetatable(L, ud);
+	new_handle_metatable(L, ud, T);
+	hwt_setuv(L, ud, UV_HANDLE_MT);
 	if (o.on_error) {
 		lua_pushvalue(L, o.on_error);
 		hwt_setuv(L, ud, UV_ON_ERROR);
@@ -705,6 +845,7 @@ static int hwtimer_new(lua_State *L)
 	}
 	if ((failed = start_timer(L, T, &o)) != 0)
 		return failed;
+	lua_settop(L, ud);
 	return 1;
 }
 
@@ -752,25 +893,18 @@ static const luaL_Reg timeout_methods[] = {
 	{ NULL, NULL }
 };
 
-static const luaL_Reg timeout_metamethods[] = {
-	{ "__tostring", timeout_tostring },
-	{ NULL, NULL }
-};
-
 static const luaL_Reg module_functions[] = {
 	{ "new", hwtimer_new },
 	{ "now", hwtimer_now },
 	{ NULL, NULL }
 };
 
-static void new_type(lua_State *L, const char *name, const luaL_Reg *methods,
-		     const luaL_Reg *metamethods)
+/* Stack: ... table upvalue: set `l` into the table, each with the upvalue. */
+static void set_with_upvalue(lua_State *L, const luaL_Reg *l, int table, int upvalue)
 {
-	hwt_newmetatable(L, name);
-	luaL_setfuncs(L, metamethods, 0);
-	lua_newtable(L);
-	luaL_setfuncs(L, methods, 0);
-	lua_setfield(L, -2, "__index");
+	lua_pushvalue(L, table);
+	lua_pushvalue(L, upvalue);
+	luaL_setfuncs(L, l, 1);
 	lua_pop(L, 1);
 }
 
@@ -778,10 +912,24 @@ int luaopen_hwtimer_core(lua_State *L);
 
 int luaopen_hwtimer_core(lua_State *L)
 {
+	int mt, methods, tmethods;
 	pthread_once(&fork_once, register_fork_handler);
-	new_type(L, TIMER_MT, timer_methods, timer_metamethods);
-	new_type(L, TIMEOUT_MT, timeout_methods, timeout_metamethods);
-	luaL_newlib(L, module_functions);
+	hwt_newmetatable(L, TIMER_MT);
+	mt = lua_gettop(L);
+	lua_newtable(L);
+	methods = lua_gettop(L);
+	set_with_upvalue(L, timer_methods, methods, mt);
+	set_with_upvalue(L, timer_metamethods, mt, mt);
+	lua_setfield(L, mt, "__index");
+	lua_newtable(L);
+	tmethods = lua_gettop(L);
+	lua_pushliteral(L, TIMER_FIELD);
+	luaL_setfuncs(L, timeout_methods, 1);
+	luaL_newlibtable(L, module_functions);
+	lua_pushvalue(L, mt);
+	lua_pushvalue(L, tmethods);
+	lua_pushliteral(L, TIMER_FIELD);
+	luaL_setfuncs(L, module_functions, 3);
 	lua_pushliteral(L, HWT_VERSION);
 	lua_setfield(L, -2, "_VERSION");
 	return 1;

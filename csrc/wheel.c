@@ -1,30 +1,35 @@
 /*
  * wheel.c: the hierarchical timing wheel (see wheel.h for the layout).
  *
- * Invariant: a node in level l, slot s agrees with `now` on every digit above
- * l and has digit l == s > digit l of now. Its slot is therefore reached when
- * `now` first has digit l == s and zeros below: the slot's trigger tick. At
- * that tick the slot is emptied; each node is either due or re-placed, always
- * at a lower level than before.
+ * Vocabulary: U(l) = 2^(l*bits) ticks is a level-l slot, a "span"; a level's
+ * ring of 2^bits slots covers a "block" of U(l+1) ticks. block_of(t, l) is
+ * which span of level l the tick t falls in.
+ *
+ * Placement: a node goes to the lowest level l whose current block
+ * (block_of(e, l+1) == block_of(now, l+1)) or next block (one more) holds
+ * its expiry e; within it, to slot digit(e, l) of the current or next ring.
+ *
+ * Time entering a new level-l span (a multiple of U(l)) means, for l >= 1:
+ * level l-1 enters a new block (its next ring becomes current), and the
+ * nodes of the following span, still in level l, become a drain job into
+ * level l-1's next ring, due by the time that span begins: a whole span of
+ * time to do it in small steps, well before anything it holds is due. A
+ * drain places each node relative to the current tick, so a job finished
+ * late (at its deadline, by advance) still puts every node where it belongs.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include "wheel.h"
 
+#define NO_SLOT UINT32_MAX
+
 #if defined(__GNUC__) || defined(__clang__)
 static unsigned lowest_bit(uint64_t x) { return (unsigned)__builtin_ctzll(x); }
-static unsigned highest_bit(uint64_t x) { return 63u - (unsigned)__builtin_clzll(x); }
 #else
 static unsigned lowest_bit(uint64_t x)
 {
 	unsigned i = 0;
 	while (!(x & 1)) { x >>= 1; i++; }
-	return i;
-}
-static unsigned highest_bit(uint64_t x)
-{
-	unsigned i = 0;
-	while (x >>= 1) i++;
 	return i;
 }
 #endif
@@ -41,49 +46,84 @@ unsigned hwt_wheel_bits_for(uint64_t size)
 	return bits;
 }
 
-static uint64_t slot_mask(const struct hwt_wheel *w)
+static uint32_t slot_mask(const struct hwt_wheel *w)
 {
-	return (UINT64_C(1) << w->bits) - 1;
+	return (UINT32_C(1) << w->bits) - 1;
 }
 
-/* Level at which a node expiring at `expires` (> now) belongs. */
-static unsigned level_of(const struct hwt_wheel *w, uint64_t expires)
+/* Which level-`lvl` span tick t is in (0 above the top level's block). */
+static uint64_t block_of(const struct hwt_wheel *w, uint64_t t, unsigned lvl)
 {
-	return highest_bit(expires ^ w->now) / w->bits;
+	unsigned shift = lvl * w->bits;
+	return shift >= 64 ? 0 : t >> shift;
 }
 
-/* Ticks above level `lvl`'s digit, taken from `now` (0 for the top level). */
-static uint64_t high_part(const struct hwt_wheel *w, unsigned lvl)
+/* First tick of span `b` of level `lvl`. */
+static uint64_t start_of(const struct hwt_wheel *w, uint64_t b, unsigned lvl)
 {
-	unsigned shift = (lvl + 1) * w->bits;
-	if (shift >= 64)
-		return 0;
-	return w->now & ~((UINT64_C(1) << shift) - 1);
+	unsigned shift = lvl * w->bits;
+	return shift >= 64 ? 0 : b << shift; /* above the top level b is 0 */
+}
+
+static uint64_t span(const struct hwt_wheel *w, unsigned lvl)
+{
+	return UINT64_C(1) << (lvl * w->bits);
+}
+
+static uint32_t digit(const struct hwt_wheel *w, uint64_t t, unsigned lvl)
+{
+	return (uint32_t)(t >> (lvl * w->bits)) & slot_mask(w);
+}
+
+/* Physical ring number of level `lvl`'s current (next = 0) or next ring. */
+static unsigned ring_of(const struct hwt_wheel *w, unsigned lvl, unsigned next)
+{
+	return lvl * 2 + (w->cur[lvl] ^ next);
+}
+
+static uint32_t slot_of(const struct hwt_wheel *w, unsigned ring, uint32_t idx)
+{
+	return (ring << w->bits) | idx;
 }
 
 /* ---- occupancy bitmaps ------------------------------------------------- */
 
-static void mark(struct hwt_wheel *w, unsigned lvl, uint32_t idx)
+static void mark(struct hwt_wheel *w, uint32_t slot)
 {
-	unsigned word = idx >> 6;
-	w->occ[lvl * w->words + word] |= UINT64_C(1) << (idx & 63);
-	w->summary[lvl] |= UINT64_C(1) << word;
+	unsigned ring = slot >> w->bits;
+	uint32_t idx = slot & slot_mask(w);
+	w->occ[ring * w->words + (idx >> 6)] |= UINT64_C(1) << (idx & 63);
+	w->summary[ring] |= UINT64_C(1) << (idx >> 6);
 }
 
-static void unmark(struct hwt_wheel *w, unsigned lvl, uint32_t idx)
+static void unmark(struct hwt_wheel *w, uint32_t slot)
 {
-	unsigned word = idx >> 6;
-	uint64_t *o = &w->occ[lvl * w->words + word];
+	unsigned ring = slot >> w->bits;
+	uint32_t idx = slot & slot_mask(w);
+	uint64_t *o = &w->occ[ring * w->words + (idx >> 6)];
 	*o &= ~(UINT64_C(1) << (idx & 63));
 	if (!*o)
-		w->summary[lvl] &= ~(UINT64_C(1) << word);
+		w->summary[ring] &= ~(UINT64_C(1) << (idx >> 6));
 }
 
-/* Lowest occupied slot of level `lvl`; the level must not be empty. */
-static uint32_t first_slot(const struct hwt_wheel *w, unsigned lvl)
+/* Lowest occupied index >= from in `ring`, or NO_SLOT. */
+static uint32_t first_from(const struct hwt_wheel *w, unsigned ring, uint32_t from)
 {
-	unsigned word = lowest_bit(w->summary[lvl]);
-	return (uint32_t)(word * 64 + lowest_bit(w->occ[lvl * w->words + word]));
+	const uint64_t *occ = &w->occ[ring * w->words];
+	uint32_t word = from >> 6;
+	uint64_t bits, rest;
+	if (from > slot_mask(w))
+		return NO_SLOT;
+	bits = occ[word] & (~UINT64_C(0) << (from & 63));
+	if (bits)
+		return word * 64 + lowest_bit(bits);
+	if (word + 1 >= w->words)
+		return NO_SLOT;
+	rest = w->summary[ring] & (~UINT64_C(0) << (word + 1));
+	if (!rest)
+		return NO_SLOT;
+	word = lowest_bit(rest);
+	return word * 64 + lowest_bit(occ[word]);
 }
 
 /* ---- life cycle -------------------------------------------------------- */
@@ -96,16 +136,20 @@ int hwt_wheel_init(struct hwt_wheel *w, unsigned bits)
 	w->levels = (64 + bits - 1) / bits;
 	w->words = bits >= 6 ? 1u << (bits - 6) : 1;
 	w->count = 0;
-	heads = (size_t)w->levels << bits;
+	heads = (size_t)w->levels * 2 << bits;
 	w->slots = malloc(heads * sizeof *w->slots);
-	w->occ = calloc((size_t)w->levels * w->words, sizeof *w->occ);
-	w->summary = calloc(w->levels, sizeof *w->summary);
-	if (!w->slots || !w->occ || !w->summary) {
+	w->occ = calloc((size_t)w->levels * 2 * w->words, sizeof *w->occ);
+	w->summary = calloc((size_t)w->levels * 2, sizeof *w->summary);
+	w->cur = calloc(w->levels, sizeof *w->cur);
+	w->jobs = calloc(w->levels, sizeof *w->jobs);
+	if (!w->slots || !w->occ || !w->summary || !w->cur || !w->jobs) {
 		hwt_wheel_free(w);
 		return ENOMEM;
 	}
 	for (i = 0; i < heads; i++)
 		hwt_list_init(&w->slots[i]);
+	for (i = 0; i < w->levels; i++)
+		w->jobs[i].src = NO_SLOT;
 	hwt_list_init(&w->due);
 	return 0;
 }
@@ -115,8 +159,12 @@ void hwt_wheel_free(struct hwt_wheel *w)
 	free(w->slots);
 	free(w->occ);
 	free(w->summary);
+	free(w->cur);
+	free(w->jobs);
 	w->slots = NULL;
 	w->occ = w->summary = NULL;
+	w->cur = NULL;
+	w->jobs = NULL;
 }
 
 void hwt_node_init(struct hwt_node *n)
@@ -134,14 +182,19 @@ static void make_due(struct hwt_wheel *w, struct hwt_node *n)
 	hwt_list_push(&w->due, &n->link);
 }
 
-/* Put `n` (expires > now) into its slot. */
+/* Put `n` (expires > now) where the placement rule says. */
 static void place(struct hwt_wheel *w, struct hwt_node *n)
 {
-	unsigned lvl = level_of(w, n->expires);
-	uint32_t idx = (uint32_t)((n->expires >> (lvl * w->bits)) & slot_mask(w));
-	n->slot = (lvl << w->bits) | idx;
+	unsigned lvl = 0;
+	uint64_t ahead;
+	for (;; lvl++) { /* ends: above the top level every block is block 0 */
+		ahead = block_of(w, n->expires, lvl + 1) - block_of(w, w->now, lvl + 1);
+		if (ahead <= 1)
+			break;
+	}
+	n->slot = (uint16_t)slot_of(w, ring_of(w, lvl, (unsigned)ahead), digit(w, n->expires, lvl));
 	hwt_list_push(&w->slots[n->slot], &n->link);
-	mark(w, lvl, idx);
+	mark(w, n->slot);
 	w->count++;
 }
 
@@ -154,6 +207,12 @@ void hwt_wheel_add(struct hwt_wheel *w, struct hwt_node *n, uint64_t expires)
 		place(w, n);
 }
 
+void hwt_wheel_add_due(struct hwt_wheel *w, struct hwt_node *n, uint64_t expires)
+{
+	n->expires = expires;
+	make_due(w, n);
+}
+
 void hwt_wheel_del(struct hwt_wheel *w, struct hwt_node *n)
 {
 	uint32_t slot = n->slot;
@@ -164,99 +223,217 @@ void hwt_wheel_del(struct hwt_wheel *w, struct hwt_node *n)
 	if (slot == HWT_SLOT_DUE)
 		return;
 	w->count--;
-	if (hwt_list_empty(&w->slots[slot]))
-		unmark(w, slot >> w->bits, slot & (uint32_t)slot_mask(w));
+	if (hwt_list_empty(&w->slots[slot])) {
+		unsigned lvl = (slot >> w->bits) / 2;
+		unmark(w, slot);
+		if (w->jobs[lvl].src == slot) /* its job has nothing left to move */
+			w->jobs[lvl].src = NO_SLOT;
+	}
+}
+
+uint64_t hwt_wheel_alert(const struct hwt_wheel *w, const struct hwt_node *n)
+{
+	unsigned ring = n->slot >> w->bits, lvl = ring / 2;
+	int next = (ring & 1) != w->cur[lvl];
+	uint64_t swap = start_of(w, block_of(w, w->now, lvl + 1) + 1, lvl + 1);
+	uint64_t job = lvl ? start_of(w, block_of(w, n->expires, lvl), lvl) - span(w, lvl) : n->expires;
+	if (next && swap && swap < job)
+		return swap; /* its ring becomes current at the next block */
+	return job;
+}
+
+/* ---- drain jobs ---------------------------------------------------------- */
+
+static int job_active(const struct hwt_wheel *w, unsigned lvl)
+{
+	return w->jobs[lvl].src != NO_SLOT;
+}
+
+/* Move up to `budget` nodes of level `lvl`'s job down; returns how many. */
+static unsigned drain(struct hwt_wheel *w, unsigned lvl, unsigned budget)
+{
+	struct hwt_job *job = &w->jobs[lvl];
+	struct hwt_link *head = &w->slots[job->src];
+	unsigned moved = 0;
+	while (moved < budget && !hwt_list_empty(head)) {
+		struct hwt_node *n = hwt_container_of(head->next, struct hwt_node, link);
+		hwt_wheel_del(w, n);
+		hwt_wheel_add(w, n, n->expires); /* lands at a lower level */
+		moved++;
+	}
+	if (hwt_list_empty(head))
+		job->src = NO_SLOT;
+	return moved;
+}
+
+int hwt_wheel_work(struct hwt_wheel *w, unsigned budget)
+{
+	unsigned lvl;
+	int left = 0;
+	for (lvl = 1; lvl < w->levels; lvl++) /* lowest first: earliest deadlines */
+		if (job_active(w, lvl)) {
+			budget -= drain(w, lvl, budget);
+			left |= job_active(w, lvl);
+		}
+	return left;
 }
 
 /* ---- advancing ----------------------------------------------------------- */
 
-/* Next trigger tick over all levels; sets lvl_out, idx_out to its slot. */
-static uint64_t next_trigger(const struct hwt_wheel *w, unsigned *lvl_out,
-			     uint32_t *idx_out)
+/* Time enters span `digit(t, lvl)` of level lvl >= 1 (t a multiple of U(lvl)). */
+static void enter_span(struct hwt_wheel *w, unsigned lvl, uint64_t t)
 {
-	uint64_t best = UINT64_MAX;
+	uint32_t d = digit(w, t, lvl) + 1, src;
+	w->cur[lvl - 1] ^= 1; /* level lvl-1's next block is now its current one */
+	src = d <= slot_mask(w) ? slot_of(w, ring_of(w, lvl, 0), d) : slot_of(w, ring_of(w, lvl, 1), 0);
+	if (hwt_list_empty(&w->slots[src]))
+		return;
+	w->jobs[lvl].src = src;
+	w->jobs[lvl].deadline = t + span(w, lvl); /* out of level lvl before its span begins */
+}
+
+static void expire_slot(struct hwt_wheel *w, uint32_t slot)
+{
+	struct hwt_link *head = &w->slots[slot], *l;
+	if (hwt_list_empty(head))
+		return;
+	for (l = head->next; l != head; l = l->next) {
+		hwt_container_of(l, struct hwt_node, link)->slot = HWT_SLOT_DUE;
+		w->count--;
+	}
+	hwt_list_splice(&w->due, head);
+	unmark(w, slot);
+}
+
+/* Everything that must happen at tick t (the next event), in order: jobs due
+ * by t finish, as of the tick before t, since entering t may swap the rings
+ * they fill; then levels enter their new spans, top down; then level 0's
+ * slot for t expires. */
+static void step_to(struct hwt_wheel *w, uint64_t t)
+{
 	unsigned lvl;
-	for (lvl = 0; lvl < w->levels; lvl++) {
-		uint32_t idx;
-		uint64_t t;
-		if (!w->summary[lvl])
-			continue;
-		idx = first_slot(w, lvl);
-		t = high_part(w, lvl) | ((uint64_t)idx << (lvl * w->bits));
-		if (t < best) {
+	w->now = t - 1; /* no event lies between the old now and t */
+	for (lvl = w->levels - 1; lvl >= 1; lvl--)
+		if (job_active(w, lvl) && w->jobs[lvl].deadline <= t)
+			drain(w, lvl, UINT32_MAX);
+	w->now = t;
+	for (lvl = w->levels - 1; lvl >= 1; lvl--)
+		if ((t & (span(w, lvl) - 1)) == 0)
+			enter_span(w, lvl, t);
+	expire_slot(w, slot_of(w, ring_of(w, 0, 0), digit(w, t, 0)));
+}
+
+/* First occupied index of `ring` at or after `from`, skipping level lvl's job source. */
+static uint32_t first_not_job(const struct hwt_wheel *w, unsigned lvl, unsigned ring, uint32_t from)
+{
+	uint32_t i = first_from(w, ring, from);
+	if (i != NO_SLOT && job_active(w, lvl) && w->jobs[lvl].src == slot_of(w, ring, i))
+		i = first_from(w, ring, i + 1);
+	return i;
+}
+
+/* When level lvl >= 1 next needs enter_span: to swap level lvl-1's rings
+ * (its next ring is occupied) or to start a job one span ahead of a node. */
+static uint64_t span_event(const struct hwt_wheel *w, unsigned lvl)
+{
+	uint64_t best = UINT64_MAX, first_start;
+	uint64_t next_span = start_of(w, block_of(w, w->now, lvl) + 1, lvl);
+	uint32_t i;
+	if (w->summary[ring_of(w, lvl - 1, 1)])
+		best = next_span;
+	i = first_not_job(w, lvl, ring_of(w, lvl, 0), 0);
+	if (i != NO_SLOT) {
+		first_start = start_of(w, block_of(w, w->now, lvl + 1), lvl + 1) + start_of(w, i, lvl);
+	} else {
+		i = first_not_job(w, lvl, ring_of(w, lvl, 1), 0);
+		if (i == NO_SLOT)
+			return best;
+		first_start = start_of(w, block_of(w, w->now, lvl + 1) + 1, lvl + 1) + start_of(w, i, lvl);
+	}
+	return first_start - span(w, lvl) < best ? first_start - span(w, lvl) : best;
+}
+
+uint64_t hwt_wheel_next(const struct hwt_wheel *w)
+{
+	uint64_t best = UINT64_MAX, t;
+	unsigned lvl;
+	uint32_t i;
+	if (!w->count)
+		return UINT64_MAX;
+	i = first_from(w, ring_of(w, 0, 0), 0);
+	if (i != NO_SLOT)
+		best = start_of(w, block_of(w, w->now, 1), 1) + i;
+	for (lvl = 1; lvl < w->levels; lvl++) {
+		t = span_event(w, lvl);
+		if (t < best)
 			best = t;
-			*lvl_out = lvl;
-			*idx_out = idx;
-		}
+		if (job_active(w, lvl) && w->jobs[lvl].deadline < best)
+			best = w->jobs[lvl].deadline;
 	}
 	return best;
 }
 
-/* Empty one slot at its trigger tick: each node is now due or moves down. */
-static void cascade(struct hwt_wheel *w, unsigned lvl, uint32_t idx)
-{
-	struct hwt_link batch, *l;
-	hwt_list_init(&batch);
-	hwt_list_splice(&batch, &w->slots[(lvl << w->bits) | idx]);
-	unmark(w, lvl, idx);
-	while (!hwt_list_empty(&batch)) {
-		l = batch.next;
-		hwt_list_unlink(l);
-		w->count--;
-		hwt_wheel_add(w, hwt_container_of(l, struct hwt_node, link),
-			      hwt_container_of(l, struct hwt_node, link)->expires);
-	}
-}
-
 void hwt_wheel_advance(struct hwt_wheel *w, uint64_t to)
 {
-	unsigned lvl = 0;
-	uint32_t idx = 0;
-	while (w->count) {
-		uint64_t t = next_trigger(w, &lvl, &idx);
+	for (;;) {
+		uint64_t t = hwt_wheel_next(w);
 		if (t > to)
 			break;
-		w->now = t;
-		cascade(w, lvl, idx);
+		step_to(w, t);
 	}
 	if (to > w->now)
 		w->now = to;
 }
 
-uint64_t hwt_wheel_next(const struct hwt_wheel *w)
-{
-	unsigned lvl;
-	uint32_t idx;
-	if (!w->count)
-		return UINT64_MAX;
-	return next_trigger(w, &lvl, &idx);
-}
-
 void hwt_wheel_collect(struct hwt_wheel *w, struct hwt_link *into)
 {
-	uint32_t slot, heads = (uint32_t)w->levels << w->bits;
+	uint32_t slot, heads = (uint32_t)w->levels * 2 << w->bits;
+	unsigned i;
 	struct hwt_link *l;
 	for (slot = 0; slot < heads; slot++)
 		hwt_list_splice(into, &w->slots[slot]);
 	hwt_list_splice(into, &w->due);
 	for (l = into->next; l != into; l = l->next)
 		hwt_container_of(l, struct hwt_node, link)->slot = HWT_SLOT_NONE;
-	for (slot = 0; slot < w->levels; slot++)
-		w->summary[slot] = 0;
-	for (slot = 0; slot < w->levels * w->words; slot++)
-		w->occ[slot] = 0;
+	for (i = 0; i < w->levels * 2; i++)
+		w->summary[i] = 0;
+	for (i = 0; i < w->levels * 2 * w->words; i++)
+		w->occ[i] = 0;
+	for (i = 0; i < w->levels; i++)
+		w->jobs[i].src = NO_SLOT;
 	w->count = 0;
 }
 
 /* ---- invariant checker ------------------------------------------------- */
 
-static const char *check_slot(const struct hwt_wheel *w, uint32_t slot,
-			      uint64_t *count)
+/* Is node n where the placement rule (or its level's job) says? */
+static const char *check_place(const struct hwt_wheel *w, const struct hwt_node *n, uint32_t slot)
+{
+	unsigned ring = slot >> w->bits, lvl = ring / 2;
+	unsigned next = (ring & 1) != w->cur[lvl];
+	if (n->expires <= w->now)
+		return "overdue node left in a slot";
+	if (digit(w, n->expires, lvl) != (slot & slot_mask(w)))
+		return "node in the wrong slot of its ring";
+	if (lvl >= 1 && job_active(w, lvl) && w->jobs[lvl].src == slot) {
+		if (block_of(w, n->expires, lvl) != block_of(w, w->now, lvl) + 1)
+			return "node in a drain job that is not the next span";
+		return NULL;
+	}
+	if (block_of(w, n->expires, lvl + 1) - block_of(w, w->now, lvl + 1) != next)
+		return "node in the wrong ring (current or next block)";
+	if (lvl >= 1 && block_of(w, n->expires, lvl) - block_of(w, w->now, lvl) < 2)
+		return "node left at too high a level";
+	return NULL;
+}
+
+static const char *check_slot(const struct hwt_wheel *w, uint32_t slot, uint64_t *count)
 {
 	const struct hwt_link *head = &w->slots[slot], *l;
-	unsigned lvl = slot >> w->bits;
-	uint32_t idx = slot & (uint32_t)slot_mask(w);
-	int bit = (int)((w->occ[lvl * w->words + (idx >> 6)] >> (idx & 63)) & 1);
+	unsigned ring = slot >> w->bits;
+	uint32_t idx = slot & slot_mask(w);
+	const char *err;
+	int bit = (int)((w->occ[ring * w->words + (idx >> 6)] >> (idx & 63)) & 1);
 	if (bit != !hwt_list_empty(head))
 		return "occupancy bit disagrees with slot list";
 	for (l = head->next; l != head; l = l->next) {
@@ -265,24 +442,34 @@ static const char *check_slot(const struct hwt_wheel *w, uint32_t slot,
 			return "broken links in a slot";
 		if (n->slot != slot)
 			return "node records the wrong slot";
-		if (n->expires <= w->now)
-			return "overdue node left in a slot";
-		if (level_of(w, n->expires) != lvl)
-			return "node at the wrong level";
-		if (((n->expires >> (lvl * w->bits)) & slot_mask(w)) != idx)
-			return "node in the wrong slot of its level";
+		if ((err = check_place(w, n, slot)))
+			return err;
 		(*count)++;
 	}
 	return NULL;
 }
 
-static const char *check_summary(const struct hwt_wheel *w, unsigned lvl)
+static const char *check_summary(const struct hwt_wheel *w, unsigned ring)
 {
 	unsigned word;
 	for (word = 0; word < w->words; word++) {
-		int any = w->occ[lvl * w->words + word] != 0;
-		if (any != (int)((w->summary[lvl] >> word) & 1))
+		int any = w->occ[ring * w->words + word] != 0;
+		if (any != (int)((w->summary[ring] >> word) & 1))
 			return "summary bit disagrees with occupancy word";
+	}
+	return NULL;
+}
+
+static const char *check_jobs(const struct hwt_wheel *w)
+{
+	unsigned lvl;
+	for (lvl = 1; lvl < w->levels; lvl++) {
+		if (!job_active(w, lvl))
+			continue;
+		if (w->jobs[lvl].deadline <= w->now)
+			return "a drain job outlived its deadline";
+		if ((w->jobs[lvl].src >> w->bits) / 2 != lvl)
+			return "a drain job drains the wrong level";
 	}
 	return NULL;
 }
@@ -290,22 +477,22 @@ static const char *check_summary(const struct hwt_wheel *w, unsigned lvl)
 const char *hwt_wheel_check(const struct hwt_wheel *w)
 {
 	uint64_t count = 0;
-	uint32_t slot, heads = (uint32_t)w->levels << w->bits;
+	uint32_t slot, heads = (uint32_t)w->levels * 2 << w->bits;
 	const struct hwt_link *l;
 	const char *err;
-	unsigned lvl;
-	for (lvl = 0; lvl < w->levels; lvl++)
-		if ((err = check_summary(w, lvl)))
+	unsigned ring;
+	for (ring = 0; ring < w->levels * 2; ring++)
+		if ((err = check_summary(w, ring)))
 			return err;
+	if ((err = check_jobs(w)))
+		return err;
 	for (slot = 0; slot < heads; slot++)
 		if ((err = check_slot(w, slot, &count)))
 			return err;
 	if (count != w->count)
 		return "node count disagrees with the slots";
-	for (l = w->due.next; l != &w->due; l = l->next) {
-		const struct hwt_node *n = hwt_container_of(l, struct hwt_node, link);
-		if (n->slot != HWT_SLOT_DUE || n->expires > w->now)
+	for (l = w->due.next; l != &w->due; l = l->next)
+		if (hwt_container_of(l, struct hwt_node, link)->slot != HWT_SLOT_DUE)
 			return "bad node in the due list";
-	}
 	return NULL;
 }

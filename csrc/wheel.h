@@ -2,12 +2,22 @@
  * wheel.h: a hierarchical hashed timing wheel over integer ticks.
  *
  * The wheel never reads a clock and takes no lock: its owner feeds it ticks
- * and serialises access. Level l has 2^bits slots of 2^(l*bits) ticks each;
- * a node sits at the level of the highest digit where its expiry differs from
- * the wheel's current tick, so a far deadline is touched once per level on
- * its way down, never once per revolution as in a single-level wheel.
- * Occupancy bitmaps find the next due slot without scanning empty ones.
- * Nodes whose expiry has been reached move, in expiry order, to `due`.
+ * and serialises access. Level l has slots of U(l) = 2^(l*bits) ticks; its
+ * 2^bits slots cover one block of U(l+1) ticks. Each level keeps two rings:
+ * the current block and the next one. A node sits at the lowest level whose
+ * current or next block holds its expiry, so a far deadline is touched once
+ * per level on its way down, never once per revolution.
+ *
+ * Moving a span's nodes down a level happens ahead of time, in bounded steps:
+ * when time enters a level-l span, a "drain job" moves the nodes of the
+ * following span into level l-1's next ring, and has most of a span to do it
+ * (hwt_wheel_work). hwt_wheel_advance finishes a job itself if its deadline
+ * comes first, so correctness never depends on the owner calling work.
+ * At a block boundary the two rings of a level swap in O(1).
+ *
+ * Occupancy bitmaps (a summary word per ring over words of 64 slots) find the
+ * next occupied slot without scanning empty ones. Nodes whose expiry has been
+ * reached move, in expiry order, to `due`.
  */
 #ifndef HWT_WHEEL_H
 #define HWT_WHEEL_H
@@ -15,24 +25,36 @@
 #include <stdint.h>
 #include "list.h"
 
-#define HWT_WHEEL_MAX_BITS 12 /* 4096 slots: one 64-bit summary word per level */
-#define HWT_SLOT_NONE UINT32_MAX
-#define HWT_SLOT_DUE (UINT32_MAX - 1)
+#define HWT_WHEEL_MAX_BITS 12 /* 4096 slots: one 64-bit summary word per ring */
+#define HWT_SLOT_NONE UINT16_MAX
+#define HWT_SLOT_DUE (UINT16_MAX - 1)
 #define HWT_TICK_MAX (UINT64_C(1) << 62) /* beyond any deadline we accept */
 
 struct hwt_node {
 	struct hwt_link link;
 	uint64_t expires; /* tick at which the node is due */
-	uint32_t slot;    /* level * size + index, HWT_SLOT_DUE or HWT_SLOT_NONE */
+	uint16_t slot;    /* ring << bits | index (< 2^16 - 2), HWT_SLOT_DUE or HWT_SLOT_NONE */
+	/* Never touched by the wheel: its owner's, so that a node together with
+	 * the owner's bookkeeping fits in 32 bytes. */
+	uint8_t owner_flags, owner_byte;
+	uint32_t owner_word;
+};
+
+/* A pending move of one slot's nodes down a level. */
+struct hwt_job {
+	uint32_t src;      /* slot id being drained, or HWT_SLOT_NONE */
+	uint64_t deadline; /* tick by which the slot must be empty */
 };
 
 struct hwt_wheel {
 	uint64_t now;           /* every node with expires <= now is in `due` */
-	unsigned bits, levels;  /* slots per level = 1 << bits */
-	unsigned words;         /* 64-bit occupancy words per level */
-	struct hwt_link *slots; /* levels << bits list heads */
-	uint64_t *occ;          /* levels * words: bit set = slot non-empty */
-	uint64_t *summary;      /* levels: bit w set = occ word w non-zero */
+	unsigned bits, levels;  /* slots per ring = 1 << bits */
+	unsigned words;         /* 64-bit occupancy words per ring */
+	struct hwt_link *slots; /* (levels * 2 rings) << bits list heads */
+	uint64_t *occ;          /* per ring, `words` words: bit set = slot non-empty */
+	uint64_t *summary;      /* per ring: bit w set = occupancy word w non-zero */
+	uint8_t *cur;           /* per level: which of its two rings is current */
+	struct hwt_job *jobs;   /* per level l >= 1: draining level l into l-1 */
 	struct hwt_link due;    /* expired nodes, oldest first */
 	uint64_t count;         /* nodes in slots (not counting `due`) */
 };
@@ -47,12 +69,18 @@ void hwt_wheel_free(struct hwt_wheel *w);
 void hwt_node_init(struct hwt_node *n);
 /* Add `n` to expire at tick `expires` (<= HWT_TICK_MAX); due at once if expires <= now. */
 void hwt_wheel_add(struct hwt_wheel *w, struct hwt_node *n, uint64_t expires);
+/* Append `n` to the due list whatever its expiry (for "run at the next dispatch"). */
+void hwt_wheel_add_due(struct hwt_wheel *w, struct hwt_node *n, uint64_t expires);
 /* Remove `n` from the wheel's slots or its due list; no-op for a detached node. */
 void hwt_wheel_del(struct hwt_wheel *w, struct hwt_node *n);
-/* Move the wheel to tick `to` (>= now), moving every node due by then to `due`. */
+/* For a node just added to a slot: a tick at or before the wheel's first work for it. */
+uint64_t hwt_wheel_alert(const struct hwt_wheel *w, const struct hwt_node *n);
+/* Move the wheel to tick `to` (>= now): every node due by then goes to `due`. */
 void hwt_wheel_advance(struct hwt_wheel *w, uint64_t to);
-/* Earliest tick at which advance() has work (an expiry or a cascade); UINT64_MAX if none. */
+/* Earliest tick at which advance() has work to do; UINT64_MAX if none. */
 uint64_t hwt_wheel_next(const struct hwt_wheel *w);
+/* Do up to `budget` node moves of pending drain jobs; returns 1 if any remain. */
+int hwt_wheel_work(struct hwt_wheel *w, unsigned budget);
 /* Move every node (slots, then due) to the tail of `into`, detached from the wheel. */
 void hwt_wheel_collect(struct hwt_wheel *w, struct hwt_link *into);
 /* Walk the whole structure; returns NULL if consistent, else what is broken. */

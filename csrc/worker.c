@@ -2,6 +2,7 @@
  * worker.c: the thread that drives one wheel (see worker.h).
  */
 #include <errno.h>
+#include <sched.h>
 #include "clock.h"
 #include "pipe.h"
 #include "worker.h"
@@ -52,6 +53,10 @@ static void sleep_until_next(struct hwt_worker *w)
 	pthread_cond_timedwait(&w->cv, &w->mu, &ts);
 }
 
+/* Node moves per locked step of drain work: ~25 us at worst (cache misses),
+ * so neither expiries nor the host wait longer than that on the worker. */
+#define WORK_CHUNK 512
+
 static void *worker_main(void *arg)
 {
 	struct hwt_worker *w = arg;
@@ -61,6 +66,12 @@ static void *worker_main(void *arg)
 		if (now > w->wheel.now)
 			hwt_wheel_advance(&w->wheel, now);
 		signal_due(w);
+		if (hwt_wheel_work(&w->wheel, WORK_CHUNK)) {
+			pthread_mutex_unlock(&w->mu); /* let the host in between steps */
+			sched_yield();
+			pthread_mutex_lock(&w->mu);
+			continue;
+		}
 		sleep_until_next(w);
 	}
 	pthread_mutex_unlock(&w->mu);
@@ -150,10 +161,22 @@ void hwt_worker_add(struct hwt_worker *w, struct hwt_node *n, uint64_t tick)
 	hwt_wheel_add(&w->wheel, n, tick);
 	if (n->slot == HWT_SLOT_DUE) {
 		signal_due(w);
-	} else if (tick < w->wake_at) {
-		w->wake_at = tick; /* one signal per earlier deadline, not per add */
-		pthread_cond_signal(&w->cv);
+	} else {
+		uint64_t alert = hwt_wheel_alert(&w->wheel, n);
+		if (alert < w->wake_at) {
+			w->wake_at = alert; /* one signal per earlier wake-up, not per add */
+			pthread_cond_signal(&w->cv);
+		}
 	}
+	pthread_mutex_unlock(&w->mu);
+}
+
+void hwt_worker_add_due(struct hwt_worker *w, struct hwt_node *n)
+{
+	uint64_t tick = current_tick(w);
+	pthread_mutex_lock(&w->mu);
+	hwt_wheel_add_due(&w->wheel, n, tick);
+	signal_due(w);
 	pthread_mutex_unlock(&w->mu);
 }
 

@@ -43,8 +43,10 @@ void hwt_worker_abandon(struct hwt_worker *w);
 uint64_t hwt_worker_tick_at(const struct hwt_worker *w, int64_t deadline_ns);
 /* Monotonic time, in ns, at which tick `tick` begins. */
 int64_t hwt_worker_time_of(const struct hwt_worker *w, uint64_t tick);
-/* Add `n` due at `tick` (0: due now, signalled at once); wakes the worker if earlier. */
+/* Add `n` due at `tick`; wakes the worker if that is earlier than its sleep. */
 void hwt_worker_add(struct hwt_worker *w, struct hwt_node *n, uint64_t tick);
+/* Add `n` straight to the due list, expiring at the current tick; signalled at once. */
+void hwt_worker_add_due(struct hwt_worker *w, struct hwt_node *n);
 /* Take `n` out of the wheel or the due list. */
 void hwt_worker_del(struct hwt_worker *w, struct hwt_node *n);
 /* Move every due node to the tail of `into` and consume the pipe's byte. */

@@ -51,17 +51,18 @@ static uint64_t random_delay(struct model *m)
 	}
 }
 
-static void op_add(struct model *m, int i)
+static int op_add(struct model *m, int i)
 {
 	uint64_t room = HWT_TICK_MAX - m->w.now, delay = random_delay(m);
 	if (m->state[i] != OUT)
-		return;
+		return 0;
 	if (delay > room)
 		delay = room;
 	hwt_wheel_add(&m->w, &m->node[i], m->w.now + delay);
 	m->state[i] = delay == 0 ? IN_DUE : IN_WHEEL;
 	if ((m->node[i].slot == HWT_SLOT_DUE) != (delay == 0))
 		fail(m, "add put a node in the wrong place");
+	return 1;
 }
 
 static void op_del(struct model *m, int i)
@@ -122,6 +123,30 @@ static void op_advance(struct model *m)
 	verify_due(m);
 }
 
+/* Drain work in small steps, as the worker does between expiries. */
+static void op_work(struct model *m)
+{
+	(void)hwt_wheel_work(&m->w, (unsigned)(rnd(m) % 64));
+}
+
+/* For a node just added: alert() is in the future, and if the node brought
+ * the wheel's next event forward, alert() is no later than that event. */
+static void verify_alert(struct model *m, int i)
+{
+	uint64_t alert, with, without;
+	if (m->node[i].slot >= HWT_SLOT_DUE)
+		return;
+	alert = hwt_wheel_alert(&m->w, &m->node[i]);
+	if (alert <= m->w.now)
+		fail(m, "alert() is not in the future");
+	with = hwt_wheel_next(&m->w);
+	hwt_wheel_del(&m->w, &m->node[i]);
+	without = hwt_wheel_next(&m->w);
+	hwt_wheel_add(&m->w, &m->node[i], m->node[i].expires);
+	if (with < without && alert > with)
+		fail(m, "alert() comes after the event the new node brought");
+}
+
 static void run(struct model *m, unsigned bits, unsigned long nops)
 {
 	const char *err;
@@ -133,10 +158,11 @@ static void run(struct model *m, unsigned bits, unsigned long nops)
 		m->state[i] = OUT;
 	}
 	for (m->ops = 0; m->ops < nops; m->ops++) {
-		uint64_t r = rnd(m) % 10;
+		uint64_t r = rnd(m) % 12;
 		i = (int)(rnd(m) % NODES);
-		if (r < 5) op_add(m, i);
+		if (r < 5) { if (op_add(m, i)) verify_alert(m, i); }
 		else if (r < 7) op_del(m, i);
+		else if (r < 9) op_work(m);
 		else op_advance(m);
 		if (bits <= 4 || m->ops % 64 == 0)
 			if ((err = hwt_wheel_check(&m->w)))
