@@ -90,6 +90,10 @@ $(BUILD)/core_bench: bench/core_bench.c $(CORE_SRC) $(HDR)
 	@mkdir -p $(BUILD)
 	$(CC) $(WARN) $(CFLAGS) -o $@ bench/core_bench.c $(CORE_SRC) $(LDLIBS)
 
+$(BUILD)/jitter: bench/jitter.c csrc/clock.c csrc/clock.h
+	@mkdir -p $(BUILD)
+	$(CC) $(WARN) $(CFLAGS) -o $@ bench/jitter.c csrc/clock.c
+
 $(BUILD)/netty/NettyBench.class: bench/netty/NettyBench.java
 	@mkdir -p $(BUILD)/netty
 	-javac -d $(BUILD)/netty -cp /usr/share/java/netty-common.jar $<
@@ -97,10 +101,12 @@ $(BUILD)/netty/NettyBench.class: bench/netty/NettyBench.java
 bench-deps:
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEB_PACKAGES) $(BENCH_PACKAGES)"
 
-bench: bench-deps $(MODULE) $(BUILD)/core_bench $(BUILD)/netty/NettyBench.class
+BENCH_BUILD := $(MODULE) $(BUILD)/core_bench $(BUILD)/jitter $(BUILD)/netty/NettyBench.class
+
+bench: bench-deps $(BENCH_BUILD)
 	$(RUN_ENV) $(LUA) bench/bench.lua 3 1
 
-bench-quick: bench-deps $(MODULE) $(BUILD)/core_bench $(BUILD)/netty/NettyBench.class
+bench-quick: bench-deps $(BENCH_BUILD)
 	$(RUN_ENV) $(LUA) bench/bench.lua 1 0.1
 
 install: $(MODULE)

@@ -7,13 +7,15 @@ local timer = hwtimer.new({ tick = tonumber(arg[2]) or 0.001 })
 local late, fired = {}, 0
 for i = 1, N do late[i] = 0 end -- preallocated: no table growth inside callbacks
 math.randomseed(1)
-for _ = 1, N do
+local due = {}
+for i = 1, N do
   local delay = 0.2 + math.random() * 1.0
-  local due = hwtimer.now() + delay
-  timer:schedule(delay, function()
+  local cb = function()
     fired = fired + 1
-    late[fired] = hwtimer.now() - due
-  end)
+    late[fired] = hwtimer.now() - due[i]
+  end
+  due[i] = hwtimer.now() + delay -- after making cb, which may run a GC step
+  timer:schedule(delay, cb)
 end
 timer:run()
 table.sort(late)

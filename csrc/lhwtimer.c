@@ -250,13 +250,13 @@ static void cancel_node(lua_State *L, struct timer *T, int mt, struct hwt_node *
 
 /* ---- scheduling ----------------------------------------------------------- */
 
-/* Put `n` on the wheel `delay_ns` from now; due at the next dispatch if <= 0. */
-static void arm(struct timer *T, struct hwt_node *n, int64_t delay_ns)
+/* Put `n` on the wheel `delay_ns` after `now`; due at the next dispatch if <= 0. */
+static void arm(struct timer *T, struct hwt_node *n, int64_t now, int64_t delay_ns)
 {
 	if (delay_ns <= 0)
 		hwt_worker_add_due(&T->w, n);
 	else
-		hwt_worker_add(&T->w, n, hwt_worker_tick_at(&T->w, hwt_clock_ns() + delay_ns));
+		hwt_worker_add(&T->w, n, hwt_worker_tick_at(&T->w, now + delay_ns));
 }
 
 static int64_t check_delay(lua_State *L, int idx, int periodic)
@@ -292,6 +292,9 @@ static struct hwt_node *new_timeout(lua_State *L, int64_t interval, int nargs)
 
 static int schedule(lua_State *L, int periodic)
 {
+	/* The clock is read first: allocating the handle may run a step of the
+	 * garbage collector, which must not push the deadline back. */
+	int64_t now = hwt_clock_ns();
 	struct timer *T = check_live(L, 1);
 	int64_t delay = check_delay(L, 2, periodic);
 	int nargs = lua_gettop(L) - 3, h;
@@ -313,7 +316,7 @@ static int schedule(lua_State *L, int periodic)
 	pin(L, T, h + 1, h, n);
 	lua_settop(L, h);
 	T->pending++;
-	arm(T, n, delay);
+	arm(T, n, now, delay);
 	return 1;
 }
 
@@ -371,7 +374,7 @@ static void finish_current(lua_State *L, struct timer *T, int mt)
 	if (is_periodic(n) && state_of(n) == PENDING && !T->stopped) {
 		lua_rawgeti(L, mt, (lua_Integer)n->owner_word);
 		hwt_getuv(L, -1, UV_CALLBACK + 1);
-		arm(T, n, (int64_t)lua_tonumber(L, -1));
+		arm(T, n, hwt_clock_ns(), (int64_t)lua_tonumber(L, -1));
 		lua_pop(L, 2);
 	} else {
 		unpin(L, T, mt, n);
