@@ -154,7 +154,7 @@ f:close()
 
 -- ---- plots ----------------------------------------------------------------------
 local data = assert(io.open(OUT .. "/w4.dat", "w"))
-data:write("# pending " .. table.concat({ "hwtimer", "luv", "heap", "netty", "core" }, " ") .. "\n")
+data:write("pending hwtimer luv heap netty C-core\n") -- a header row: gnuplot's columnhead
 for _, p in ipairs(sizes) do
   local row = { tostring(p) }
   for _, s in ipairs({ "hwtimer", "luv", "heap", "netty", "core" }) do
@@ -173,26 +173,25 @@ set logscale x
 set logscale y
 set xlabel "pending timeouts"
 set ylabel "ns per pair"
+set xrange [500:8e6]
 set key left top
 set grid
 plot for [i=2:6] "%s/w4.dat" using 1:i with linespoints lw 2 title columnhead(i)
 set output "%s/w2b_lateness.png"
-set title "W2b: lateness of 200,000 timeouts due in 1-2 s (last run)"
+set title "W2b: lateness of 200,000 timeouts due in 1-2 s (last run; below 0 = fired early)"
 unset logscale
-set logscale x
-set xlabel "lateness (ms, log scale)"
+set xlabel "lateness (ms); curves leaving the right edge go on"
 set ylabel "percentile"
 set key right bottom
-set xrange [0.001:*]
-files = ""
+set xrange [-1.5:5]
+set arrow from 0, graph 0 to 0, graph 1 nohead dt 2
 ]], DIR, RUNS, OUT, DIR))
 local curves = {}
 for _, s in ipairs({ "hwtimer", "luv", "heap", "netty" }) do
   local fh = io.open(OUT .. "/w2b_" .. s .. ".dat")
   if fh then
     fh:close()
-    curves[#curves + 1] = string.format('"%s/w2b_%s.dat" using ($1 > 0.001 ? $1 : 0.001):2 with lines lw 2 title "%s"',
-      OUT, s, s)
+    curves[#curves + 1] = string.format('"%s/w2b_%s.dat" using 1:2 with lines lw 2 title "%s"', OUT, s, s)
   end
 end
 gp:write("plot " .. table.concat(curves, ", \\\n     ") .. "\n")
