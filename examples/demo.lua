@@ -6,8 +6,8 @@
 --   * sends requests, each guarded by a request timeout that is cancelled when
 --     the (simulated) response arrives first, as almost always,
 --   * retries failed requests with exponential backoff and jitter.
--- Every callback records how late it ran (now - deadline). A line of counts is
--- printed each second, and a summary at the end.
+-- Every callback records how late it ran: its time minus (schedule time +
+-- delay). A line of counts is printed each second, and a summary at the end.
 --
 -- usage: lua demo.lua [connections] [seconds]
 
@@ -33,9 +33,11 @@ local count = { scheduled = 0, fired = 0, cancelled = 0, requests = 0, responses
 -- Lateness histogram in 10 microsecond buckets, overall and per second.
 local BUCKET = 1e-5
 local hist_all, hist_sec = {}, {}
+local intended = {} -- timeout -> schedule time + delay, while it is pending
 
 local function record(t)
-  local b = math.floor((now() - t:deadline()) / BUCKET)
+  local b = math.floor((now() - intended[t]) / BUCKET)
+  intended[t] = nil
   if b < 0 then error("a timeout fired early") end
   hist_all[b] = (hist_all[b] or 0) + 1
   hist_sec[b] = (hist_sec[b] or 0) + 1
@@ -56,11 +58,17 @@ end
 
 local function schedule(delay, fn, ...)
   count.scheduled = count.scheduled + 1
-  return assert(timer:schedule(delay, fn, ...))
+  local due = now() + delay
+  local t = assert(timer:schedule(delay, fn, ...))
+  intended[t] = due
+  return t
 end
 
 local function cancel(t)
-  if t:cancel() then count.cancelled = count.cancelled + 1 end
+  if t:cancel() then
+    count.cancelled = count.cancelled + 1
+    intended[t] = nil
+  end
 end
 
 -- ---- the simulated protocol -------------------------------------------------
@@ -109,6 +117,7 @@ end
 local function heartbeat(t)
   record(t)
   count.heartbeats = count.heartbeats + 1
+  intended[t] = now() + 1.0 -- the series re-arms when this returns
 end
 
 for i = 1, CONNS do
@@ -116,7 +125,9 @@ for i = 1, CONNS do
   schedule(math.random(), function(t)
     record(t)
     count.scheduled = count.scheduled + 1
+    local due = now() + 1.0
     conn.heartbeat = timer:every(1.0, heartbeat)
+    intended[conn.heartbeat] = due
   end)
   next_request(conn)
 end
