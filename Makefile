@@ -1,15 +1,31 @@
-# hwtimer: build, test, demo, install.
-#   make          build build/hwtimer/core.so against Lua 5.4
-#   make test     C core tests + busted specs (installs Debian packages as root)
-#   make demo     the live demo (installs Debian packages as root)
-#   make install  copy the module into LUA_LIBDIR / LUA_SHAREDIR
+# hwtimer: build, test, demo, bench, install.
+#   make              build build/5.4/hwtimer/core.so (LUA_VERSION=5.1|5.2|5.3|5.4|jit)
+#   make test         every test: the C core, the specs on Lua 5.1-5.4 and LuaJIT,
+#                     and the specs against the rock installed offline
+#   make test-spec    the specs on one Lua (LUA_VERSION=...)
+#   make demo         the live demo
+#   make bench        every workload against every peer (bench-quick: under a minute)
+#   make install      copy the module into LUA_LIBDIR / LUA_SHAREDIR
+# test, demo and bench install the Debian packages they need when run as root,
+# and otherwise print the apt-get command that would.
 
 LUA_VERSION ?= 5.4
-LUA         ?= lua$(LUA_VERSION)
-LUA_INCDIR  ?= $(shell pkg-config --variable=includedir lua$(LUA_VERSION) 2>/dev/null || echo /usr/include)/lua$(LUA_VERSION)
-PREFIX      ?= /usr/local
-LUA_LIBDIR  ?= $(PREFIX)/lib/lua/$(LUA_VERSION)
-LUA_SHAREDIR?= $(PREFIX)/share/lua/$(LUA_VERSION)
+ifeq ($(LUA_VERSION),jit)
+LUA          ?= luajit
+LUA_INCDIR   ?= /usr/include/luajit-2.1
+LUA_ABI      := 5.1
+LUA_PACKAGES := luajit2 libluajit2-5.1-dev
+else
+LUA          ?= lua$(LUA_VERSION)
+LUA_INCDIR   ?= /usr/include/lua$(LUA_VERSION)
+LUA_ABI      := $(LUA_VERSION)
+LUA_PACKAGES := lua$(LUA_VERSION) $(if $(filter 5.1,$(LUA_VERSION)),liblua5.1-0-dev,liblua$(LUA_VERSION)-dev)
+endif
+ALL_VERSIONS := 5.1 5.2 5.3 5.4 jit
+
+PREFIX       ?= /usr/local
+LUA_LIBDIR   ?= $(PREFIX)/lib/lua/$(LUA_ABI)
+LUA_SHAREDIR ?= $(PREFIX)/share/lua/$(LUA_ABI)
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g
@@ -20,20 +36,25 @@ LDLIBS  := -lpthread -lm -ldl
 CORE_SRC := csrc/wheel.c csrc/worker.c csrc/pipe.c csrc/clock.c
 SRC      := $(CORE_SRC) csrc/lhwtimer.c
 HDR      := $(wildcard csrc/*.h)
-BUILD    := build
+BUILD    := build/$(LUA_VERSION)
 MODULE   := $(BUILD)/hwtimer/core.so
+TESTUTIL := $(BUILD)/test/hwtimer_testutil.so
+CBUILD   := build/c
 
 # The specs and the demo see the source tree first.
-RUN_ENV := LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;$(BUILD)/test/?.so;;' HWT_LUA=$(LUA)
-TESTUTIL := $(BUILD)/test/hwtimer_testutil.so
+RUN_ENV  := LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;$(BUILD)/test/?.so;;' HWT_LUA=$(LUA)
 ROCKTREE := $(BUILD)/rock
-# The installed rock only: no lua/ and no build/hwtimer on the paths.
-ROCK_ENV := LUA_PATH='$(ROCKTREE)/share/lua/$(LUA_VERSION)/?.lua;$(ROCKTREE)/share/lua/$(LUA_VERSION)/?/init.lua;;' \
-            LUA_CPATH='$(ROCKTREE)/lib/lua/$(LUA_VERSION)/?.so;$(BUILD)/test/?.so;;' HWT_LUA=$(LUA)
+# The installed rock only: no lua/ and no build/*/hwtimer on the paths.
+ROCK_ENV := LUA_PATH='$(ROCKTREE)/share/lua/$(LUA_ABI)/?.lua;$(ROCKTREE)/share/lua/$(LUA_ABI)/?/init.lua;;' \
+            LUA_CPATH='$(ROCKTREE)/lib/lua/$(LUA_ABI)/?.so;$(BUILD)/test/?.so;;' HWT_LUA=$(LUA)
 
-DEB_PACKAGES := lua$(LUA_VERSION) liblua$(LUA_VERSION)-dev lua-busted lua-socket luarocks pkg-config gcc make
+BASE_PACKAGES  := lua-busted lua-socket luarocks pkg-config gcc make
+ALL_LUA_PACKAGES := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \
+                    lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev
+BENCH_PACKAGES := lua-luv gnuplot-nox default-jdk-headless libnetty-java
 
-.PHONY: all test test-c test-spec test-rock demo bench bench-quick bench-deps install clean deps
+.PHONY: all test test-all test-c test-spec test-rock demo bench bench-quick install clean \
+        deps deps-test deps-bench
 
 all: $(MODULE)
 
@@ -41,17 +62,18 @@ $(MODULE): $(SRC) $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -fPIC -shared -I$(LUA_INCDIR) -o $@ $(SRC) $(LDLIBS)
 
-$(TESTUTIL): csrc/test/testutil.c
+$(TESTUTIL): csrc/test/testutil.c csrc/compat.h
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -fPIC -shared -I$(LUA_INCDIR) -o $@ $<
 
-$(BUILD)/test_wheel: csrc/test/test_wheel.c $(CORE_SRC) $(HDR)
-	@mkdir -p $(BUILD)
+$(CBUILD)/test_wheel: csrc/test/test_wheel.c $(CORE_SRC) $(HDR)
+	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -o $@ csrc/test/test_wheel.c csrc/wheel.c $(LDLIBS)
 
-# Install missing Debian packages when root; otherwise say what to run.
+# ---- Debian packages: installed when root, else the command is printed ------
+
 deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+	@missing=""; for p in $(PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -63,50 +85,65 @@ deps:
 	  fi; \
 	fi
 
-test: deps
-	$(MAKE) test-c test-spec test-rock
+deps-test:
+	@$(MAKE) --no-print-directory deps PACKAGES="$(BASE_PACKAGES) $(ALL_LUA_PACKAGES)"
 
-test-c: $(BUILD)/test_wheel
-	$(BUILD)/test_wheel
+deps-bench:
+	@$(MAKE) --no-print-directory deps PACKAGES="$(BASE_PACKAGES) $(LUA_PACKAGES) $(BENCH_PACKAGES)"
+
+# ---- tests ----------------------------------------------------------------------
+
+test: deps-test
+	$(MAKE) test-c test-all
+	$(MAKE) test-rock LUA_VERSION=5.4
+	$(MAKE) test-rock LUA_VERSION=jit
+
+test-all:
+	@for v in $(ALL_VERSIONS); do $(MAKE) --no-print-directory test-spec LUA_VERSION=$$v || exit 1; done
+
+test-c: $(CBUILD)/test_wheel
+	$(CBUILD)/test_wheel
 
 test-spec: $(MODULE) $(TESTUTIL)
+	@echo "== specs on $$($(LUA) -v 2>&1 | head -1)"
 	$(RUN_ENV) busted --lua=$(LUA) spec
 
-# Install the rock offline into build/rock and run the specs against it alone.
+# Install the rock offline into build/<version>/rock and run the specs against it alone.
 test-rock: $(TESTUTIL)
 	rm -rf $(ROCKTREE)
-	luarocks --lua-version=$(LUA_VERSION) --tree=$(ROCKTREE) make rockspec/hwtimer-scm-1.rockspec
+	luarocks --lua-version=$(LUA_ABI) --tree=$(ROCKTREE) make rockspec/hwtimer-scm-1.rockspec \
+	  LUA_INCDIR=$(LUA_INCDIR)
 	rm -rf hwtimer csrc/*.o
-	$(ROCK_ENV) $(LUA) -e 'local p = package.searchpath("hwtimer.core", package.cpath); assert(p:find("$(ROCKTREE)", 1, true), p); print("testing the rock at " .. p)'
+	$(ROCK_ENV) $(LUA) -e 'local p = package.searchpath("hwtimer.core", package.cpath); assert(p:find("$(ROCKTREE)", 1, true), p); print("== specs against the rock at " .. p)'
 	$(ROCK_ENV) busted --lua=$(LUA) spec
 
-demo: deps $(MODULE)
+# ---- demo, bench, install -----------------------------------------------------------
+
+demo:
+	@$(MAKE) --no-print-directory deps PACKAGES="$(BASE_PACKAGES) $(LUA_PACKAGES)"
+	@$(MAKE) --no-print-directory $(MODULE)
 	$(RUN_ENV) $(LUA) examples/demo.lua
 
-# Benchmarks: every workload against luv, a Lua heap, Netty and the C core.
-BENCH_PACKAGES := lua-luv lua-socket gnuplot-nox default-jdk-headless libnetty-java
-
-$(BUILD)/core_bench: bench/core_bench.c $(CORE_SRC) $(HDR)
-	@mkdir -p $(BUILD)
+$(CBUILD)/core_bench: bench/core_bench.c $(CORE_SRC) $(HDR)
+	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -o $@ bench/core_bench.c $(CORE_SRC) $(LDLIBS)
 
-$(BUILD)/jitter: bench/jitter.c csrc/clock.c csrc/clock.h
-	@mkdir -p $(BUILD)
+$(CBUILD)/jitter: bench/jitter.c csrc/clock.c csrc/clock.h
+	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -o $@ bench/jitter.c csrc/clock.c
 
-$(BUILD)/netty/NettyBench.class: bench/netty/NettyBench.java
-	@mkdir -p $(BUILD)/netty
-	-javac -d $(BUILD)/netty -cp /usr/share/java/netty-common.jar $<
+build/netty/NettyBench.class: bench/netty/NettyBench.java
+	@mkdir -p build/netty
+	-javac -d build/netty -cp /usr/share/java/netty-common.jar $<
 
-bench-deps:
-	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(DEB_PACKAGES) $(BENCH_PACKAGES)"
+BENCH_BUILD := $(MODULE) $(CBUILD)/core_bench $(CBUILD)/jitter build/netty/NettyBench.class
 
-BENCH_BUILD := $(MODULE) $(BUILD)/core_bench $(BUILD)/jitter $(BUILD)/netty/NettyBench.class
-
-bench: bench-deps $(BENCH_BUILD)
+bench: deps-bench
+	@$(MAKE) --no-print-directory $(BENCH_BUILD)
 	$(RUN_ENV) $(LUA) bench/bench.lua 3 1
 
-bench-quick: bench-deps $(BENCH_BUILD)
+bench-quick: deps-bench
+	@$(MAKE) --no-print-directory $(BENCH_BUILD)
 	$(RUN_ENV) $(LUA) bench/bench.lua 1 0.1
 
 install: $(MODULE)
@@ -115,4 +152,4 @@ install: $(MODULE)
 	install -m 644 lua/hwtimer.lua $(DESTDIR)$(LUA_SHAREDIR)/hwtimer.lua
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf build

@@ -29,9 +29,9 @@ local function command(system, workload)
   if system == "netty" then
     return string.format("HWT_BENCH_OUT=%s java -Xmx12g -XX:+UseSerialGC -cp %s NettyBench %s %s", OUT, NETTY_CP, workload, SCALE)
   elseif system == "core" then
-    return string.format("build/core_bench %s %s", workload, SCALE)
+    return string.format("build/c/core_bench %s %s", workload, SCALE)
   elseif system == "floor" then
-    return string.format("build/jitter %s", SCALE)
+    return string.format("build/c/jitter %s", SCALE)
   end
   return string.format("HWT_BENCH_OUT=%s %s %s/run.lua %s %s %s", OUT, LUA, DIR, system, workload, SCALE)
 end

@@ -28,7 +28,7 @@ end
 
 local function read_file(path)
   local f = assert(io.open(path))
-  local s = f:read("a")
+  local s = f:read("*a")
   f:close()
   return s
 end
@@ -39,7 +39,7 @@ local function thread_dirs()
   local pid = read_file("/proc/self/stat"):match("^(%d+)")
   local p = io.popen("ls /proc/" .. pid .. "/task")
   local dirs = {}
-  for tid in p:read("a"):gmatch("%d+") do dirs[#dirs + 1] = "/proc/" .. pid .. "/task/" .. tid end
+  for tid in p:read("*a"):gmatch("%d+") do dirs[#dirs + 1] = "/proc/" .. pid .. "/task/" .. tid end
   p:close()
   return dirs, pid
 end

@@ -57,20 +57,7 @@ static void hwt_setuv(lua_State *L, int idx, int n)
 #endif
 
 #if LUA_VERSION_NUM == 501
-/* luaL_setfuncs, luaL_setmetatable, luaL_traceback, lua_rawgetp and
- * lua_rawsetp arrived in 5.2. */
-static void luaL_setfuncs(lua_State *L, const luaL_Reg *l, int nup)
-{
-	int i;
-	for (; l->name; l++) {
-		for (i = 0; i < nup; i++)
-			lua_pushvalue(L, -nup);
-		lua_pushcclosure(L, l->func, nup);
-		lua_setfield(L, -(nup + 2), l->name);
-	}
-	lua_pop(L, nup);
-}
-
+/* lua_rawgetp and lua_rawsetp arrived in 5.2 (LuaJIT lacks them too). */
 static void lua_rawgetp(lua_State *L, int idx, const void *p)
 {
 	idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
@@ -86,10 +73,19 @@ static void lua_rawsetp(lua_State *L, int idx, const void *p)
 	lua_rawset(L, idx);
 }
 
-static void luaL_setmetatable(lua_State *L, const char *tname)
+#define LUA_OK 0
+
+#if !defined(luaL_newlibtable) /* plain 5.1; LuaJIT 2.1 has these already */
+static void luaL_setfuncs(lua_State *L, const luaL_Reg *l, int nup)
 {
-	luaL_getmetatable(L, tname);
-	lua_setmetatable(L, -2);
+	int i;
+	for (; l->name; l++) {
+		for (i = 0; i < nup; i++)
+			lua_pushvalue(L, -nup);
+		lua_pushcclosure(L, l->func, nup);
+		lua_setfield(L, -(nup + 2), l->name);
+	}
+	lua_pop(L, nup);
 }
 
 static void luaL_traceback(lua_State *L, lua_State *L1, const char *msg, int level)
@@ -105,7 +101,7 @@ static void luaL_traceback(lua_State *L, lua_State *L1, const char *msg, int lev
 
 #define luaL_newlibtable(L, l) lua_createtable((L), 0, sizeof(l) / sizeof((l)[0]) - 1)
 #define luaL_newlib(L, l) (luaL_newlibtable(L, l), luaL_setfuncs(L, l, 0))
-#define LUA_OK 0
+#endif
 #endif
 
 #if LUA_VERSION_NUM < 503

@@ -15,7 +15,7 @@ describe("timer:schedule", function()
 
   it("calls back with the handle and the extra arguments, on this thread", function()
     local got
-    local t = timer:schedule(0.005, function(...) got = table.pack(...) end, "a", nil, 3)
+    local t = timer:schedule(0.005, function(...) got = helpers.pack(...) end, "a", nil, 3)
     timer:run(2)
     assert.equal(4, got.n)
     assert.equal(t, got[1])
@@ -106,7 +106,7 @@ describe("timer:schedule", function()
     }
     for i, case in ipairs(cases) do
       it("raises for bad arguments (" .. i .. ")", function()
-        assert.has_error(function() timer:schedule(table.unpack(case[1], 1, 2)) end, case[2])
+        assert.has_error(function() timer:schedule(helpers.unpack(case[1], 1, 2)) end, case[2])
         assert.equal(0, timer:pending())
       end)
     end
@@ -119,7 +119,7 @@ describe("timer:schedule", function()
     it("raises for too many callback arguments", function()
       local args = {}
       for i = 1, 201 do args[i] = i end
-      assert.has_error(function() timer:schedule(1, f, table.unpack(args)) end,
+      assert.has_error(function() timer:schedule(1, f, helpers.unpack(args)) end,
         "bad argument to 'schedule' (at most 200 callback arguments)")
     end)
   end)

@@ -3,6 +3,14 @@ local hwtimer = require("hwtimer")
 
 local helpers = {}
 
+-- The same specs run on Lua 5.1-5.4 and LuaJIT.
+helpers.unpack = table.unpack or unpack
+helpers.load = loadstring or load
+
+function helpers.pack(...)
+  return { n = select("#", ...), ... }
+end
+
 -- Dispatch until `done()` is true or `secs` pass; returns done().
 function helpers.wait_until(timer, done, secs)
   local limit = hwtimer.now() + (secs or 5)
@@ -22,7 +30,7 @@ end
 function helpers.thread_count()
   local f = io.open("/proc/self/status")
   if not f then return nil end
-  local n = f:read("a"):match("Threads:%s*(%d+)")
+  local n = f:read("*a"):match("Threads:%s*(%d+)")
   f:close()
   return tonumber(n)
 end
@@ -36,7 +44,7 @@ function helpers.run_lua(code)
   f:write(code)
   f:close()
   local p = io.popen(string.format("%s %s 2>&1; echo \"exit=$?\"", lua, path))
-  local out = p:read("a")
+  local out = p:read("*a")
   p:close()
   os.remove(path)
   local status = tonumber(out:match("exit=(%d+)%s*$"))
@@ -46,7 +54,7 @@ end
 -- This process's id (Linux /proc).
 function helpers.pid()
   local f = assert(io.open("/proc/self/stat"))
-  local pid = f:read("a"):match("^(%d+)")
+  local pid = f:read("*a"):match("^(%d+)")
   f:close()
   return pid
 end

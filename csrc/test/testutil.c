@@ -5,8 +5,7 @@
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "lua.h"
-#include "lauxlib.h"
+#include "../compat.h"
 
 static int tu_fork(lua_State *L)
 {
