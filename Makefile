@@ -48,7 +48,7 @@ ROCKTREE := $(BUILD)/rock
 ROCK_ENV := LUA_PATH='$(ROCKTREE)/share/lua/$(LUA_ABI)/?.lua;$(ROCKTREE)/share/lua/$(LUA_ABI)/?/init.lua;;' \
             LUA_CPATH='$(ROCKTREE)/lib/lua/$(LUA_ABI)/?.so;$(BUILD)/test/?.so;;' HWT_LUA=$(LUA)
 
-BASE_PACKAGES  := lua-busted lua-socket luarocks pkg-config gcc make
+BASE_PACKAGES  := lua-busted lua-socket lua-luv lua-cqueues lua-copas luarocks pkg-config gcc make
 ALL_LUA_PACKAGES := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \
                     lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev
 BENCH_PACKAGES := lua-luv gnuplot-nox default-jdk-headless libnetty-java
@@ -149,7 +149,9 @@ bench-quick: deps-bench
 install: $(MODULE)
 	install -d $(DESTDIR)$(LUA_LIBDIR)/hwtimer $(DESTDIR)$(LUA_SHAREDIR)
 	install -m 755 $(MODULE) $(DESTDIR)$(LUA_LIBDIR)/hwtimer/core.so
+	install -d $(DESTDIR)$(LUA_SHAREDIR)/hwtimer
 	install -m 644 lua/hwtimer.lua $(DESTDIR)$(LUA_SHAREDIR)/hwtimer.lua
+	install -m 644 lua/hwtimer/*.lua $(DESTDIR)$(LUA_SHAREDIR)/hwtimer/
 
 clean:
 	rm -rf build

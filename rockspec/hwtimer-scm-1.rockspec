@@ -19,6 +19,9 @@ build = {
   type = "builtin",
   modules = {
     ["hwtimer"] = "lua/hwtimer.lua",
+    ["hwtimer.luv"] = "lua/hwtimer/luv.lua",
+    ["hwtimer.cqueues"] = "lua/hwtimer/cqueues.lua",
+    ["hwtimer.copas"] = "lua/hwtimer/copas.lua",
     ["hwtimer.core"] = {
       sources = { "csrc/wheel.c", "csrc/worker.c", "csrc/pipe.c", "csrc/clock.c", "csrc/lhwtimer.c" },
       defines = { "_POSIX_C_SOURCE=200809L", "_DEFAULT_SOURCE" },
