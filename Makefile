@@ -42,13 +42,18 @@ TESTUTIL := $(BUILD)/test/hwtimer_testutil.so
 CBUILD   := build/c
 
 # The specs and the demo see the source tree first.
-RUN_ENV  := LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;$(BUILD)/test/?.so;;' HWT_LUA=$(LUA)
+# HWT_NGX_*: where the nginx spec's nginx finds the module (LuaJIT run only).
+RUN_ENV  := LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;$(BUILD)/test/?.so;;' HWT_LUA=$(LUA) \
+            HWT_NGX_PATH='$(CURDIR)/lua/?.lua' HWT_NGX_CPATH='$(CURDIR)/$(BUILD)/?.so'
 ROCKTREE := $(BUILD)/rock
 # The installed rock only: no lua/ and no build/*/hwtimer on the paths.
 ROCK_ENV := LUA_PATH='$(ROCKTREE)/share/lua/$(LUA_ABI)/?.lua;$(ROCKTREE)/share/lua/$(LUA_ABI)/?/init.lua;;' \
-            LUA_CPATH='$(ROCKTREE)/lib/lua/$(LUA_ABI)/?.so;$(BUILD)/test/?.so;;' HWT_LUA=$(LUA)
+            LUA_CPATH='$(ROCKTREE)/lib/lua/$(LUA_ABI)/?.so;$(BUILD)/test/?.so;;' HWT_LUA=$(LUA) \
+            HWT_NGX_PATH='$(CURDIR)/$(ROCKTREE)/share/lua/$(LUA_ABI)/?.lua' \
+            HWT_NGX_CPATH='$(CURDIR)/$(ROCKTREE)/lib/lua/$(LUA_ABI)/?.so'
 
-BASE_PACKAGES  := lua-busted lua-socket lua-luv lua-cqueues lua-copas luarocks pkg-config gcc make
+BASE_PACKAGES  := lua-busted lua-socket lua-luv lua-cqueues lua-copas luarocks pkg-config gcc make \
+                  nginx libnginx-mod-http-lua
 ALL_LUA_PACKAGES := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \
                     lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev
 BENCH_PACKAGES := lua-luv gnuplot-nox default-jdk-headless libnetty-java

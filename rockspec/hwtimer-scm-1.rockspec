@@ -22,6 +22,7 @@ build = {
     ["hwtimer.luv"] = "lua/hwtimer/luv.lua",
     ["hwtimer.cqueues"] = "lua/hwtimer/cqueues.lua",
     ["hwtimer.copas"] = "lua/hwtimer/copas.lua",
+    ["hwtimer.ngx"] = "lua/hwtimer/ngx.lua",
     ["hwtimer.core"] = {
       sources = { "csrc/wheel.c", "csrc/worker.c", "csrc/pipe.c", "csrc/clock.c", "csrc/lhwtimer.c" },
       defines = { "_POSIX_C_SOURCE=200809L", "_DEFAULT_SOURCE" },

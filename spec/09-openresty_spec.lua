@@ -1,0 +1,162 @@
+-- hwtimer.ngx inside a real nginx (Debian's nginx + libnginx-mod-http-lua),
+-- started on a loopback port with its own prefix and config, always stopped
+-- after. Requests schedule 10,000 timeouts (a quarter cancelled); a later
+-- request reads back how many fired and how many were cancelled: both exact.
+-- nginx runs LuaJIT, so this runs in the LuaJIT spec run, where the module
+-- built for LuaJIT is on HWT_NGX_CPATH.
+local cpath = os.getenv("HWT_NGX_CPATH")
+local lpath = os.getenv("HWT_NGX_PATH")
+local nginx = "/usr/sbin/nginx"
+local lua_module = "/usr/lib/nginx/modules/ngx_http_lua_module.so"
+local ndk_module = "/usr/lib/nginx/modules/ndk_http_module.so"
+
+local function exists(path)
+  local f = io.open(path)
+  if f then f:close() end
+  return f ~= nil
+end
+
+local ready = rawget(_G, "jit") and cpath and lpath and exists(nginx) and exists(lua_module)
+
+local CONF = [[
+worker_processes 1;
+daemon on;
+master_process on;
+pid logs/nginx.pid;
+error_log logs/error.log warn;
+load_module @NDK@;
+load_module @LUA@;
+events { worker_connections 64; }
+http {
+  access_log off;
+  lua_package_path "@LPATH@;;";
+  lua_package_cpath "@CPATH@;;";
+  lua_max_pending_timers 16;   # one per timeout would never fit
+  init_worker_by_lua_block {
+    package.loaded.hwt_state = {
+      timer = assert(require("hwtimer.ngx").new({ tick = 0.001 })),
+      scheduled = 0, cancelled = 0, fired = 0, early = 0, twice = 0, seen = {},
+    }
+  }
+  server {
+    listen 127.0.0.1:@PORT@;
+    location = /schedule {
+      content_by_lua_block {
+        local hwtimer = require("hwtimer")
+        local st = package.loaded.hwt_state
+        local n = tonumber(ngx.var.arg_n)
+        for i = 1, n do
+          local id = st.scheduled + 1
+          local t = assert(st.timer:schedule(math.random() * 0.3, function(h, key)
+            if st.seen[key] then st.twice = st.twice + 1 end
+            st.seen[key] = true
+            if hwtimer.now() < h:deadline() then st.early = st.early + 1 end
+            st.fired = st.fired + 1
+          end, id))
+          st.scheduled = id
+          if i % 4 == 0 and t:cancel() then st.cancelled = st.cancelled + 1 end
+        end
+        ngx.say(st.scheduled, " ", st.cancelled)
+      }
+    }
+    location = /stats {
+      content_by_lua_block {
+        local st = package.loaded.hwt_state
+        ngx.say(st.scheduled, " ", st.cancelled, " ", st.fired, " ", st.early, " ",
+                st.twice, " ", st.timer:pending())
+      }
+    }
+  }
+}
+]]
+
+local function free_port()
+  local socket = require("socket")
+  local s = assert(socket.bind("127.0.0.1", 0))
+  local _, port = s:getsockname()
+  s:close()
+  return port
+end
+
+local function get(port, path)
+  local socket = require("socket")
+  local c = socket.tcp()
+  c:settimeout(5)
+  assert(c:connect("127.0.0.1", port))
+  c:send("GET " .. path .. " HTTP/1.0\r\nHost: localhost\r\n\r\n")
+  local body = c:receive("*a")
+  c:close()
+  local status = tonumber(body:match("^HTTP/%d%.%d (%d+)"))
+  return status, body:match("\r\n\r\n(.*)$")
+end
+
+local function numbers(s)
+  local t = {}
+  for n in s:gmatch("%d+") do t[#t + 1] = tonumber(n) end
+  return t
+end
+
+describe("OpenResty: hwtimer.ngx in a real nginx", function()
+  if not ready then
+    it("needs LuaJIT, nginx and its Lua module", function()
+      pending("runs in the LuaJIT spec run with Debian's nginx and libnginx-mod-http-lua")
+    end)
+    return
+  end
+
+  local prefix, port
+
+  setup(function()
+    prefix = os.tmpname()
+    os.remove(prefix)
+    assert(os.execute("mkdir -p " .. prefix .. "/logs " .. prefix .. "/conf"))
+    port = free_port()
+    local conf = CONF:gsub("@(%u+)@", { NDK = ndk_module, LUA = lua_module, LPATH = lpath,
+                                          CPATH = cpath, PORT = tostring(port) })
+    local f = assert(io.open(prefix .. "/conf/nginx.conf", "w"))
+    f:write(conf)
+    f:close()
+    local ok = os.execute(string.format("%s -p %s -c conf/nginx.conf 2>%s/logs/start.log",
+      nginx, prefix, prefix))
+    assert(ok == true or ok == 0, "nginx did not start")
+    for _ = 1, 100 do -- until it listens
+      if pcall(get, port, "/stats") then break end
+      require("socket").sleep(0.05)
+    end
+  end)
+
+  teardown(function()
+    local f = io.open(prefix .. "/logs/nginx.pid")
+    local pid = f and f:read("*n")
+    if f then f:close() end
+    os.execute(string.format("%s -p %s -c conf/nginx.conf -s stop 2>/dev/null", nginx, prefix))
+    require("socket").sleep(0.3)
+    if pid then -- the daemon leads its own process group: make sure all of it is gone
+      os.execute("kill -9 -" .. pid .. " 2>/dev/null")
+    end
+    os.execute("rm -rf " .. prefix)
+  end)
+
+  it("runs 10,000 timeouts exactly, with cancels, on one nginx timer", function()
+    for _ = 1, 10 do
+      local status, body = get(port, "/schedule?n=1000")
+      assert.equal(200, status, body)
+    end
+    local stats
+    for _ = 1, 100 do
+      stats = numbers(select(2, get(port, "/stats")))
+      if stats[3] + stats[2] >= stats[1] then break end
+      require("socket").sleep(0.05)
+    end
+    local scheduled, cancelled, fired, early, twice, pending = stats[1], stats[2], stats[3],
+      stats[4], stats[5], stats[6]
+    assert.equal(10000, scheduled)
+    assert.equal(2500, cancelled)
+    assert.equal(7500, fired)
+    assert.equal(0, early)
+    assert.equal(0, twice)
+    assert.equal(0, pending)
+    local log = io.open(prefix .. "/logs/error.log"):read("*a")
+    assert.is_nil(log:find("[error]", 1, true), log)
+  end)
+end)
