@@ -44,6 +44,22 @@ static void signal_due(struct hwt_worker *w)
 	}
 }
 
+/* The condition variable's timeout for monotonic time `at`. */
+static struct timespec cv_deadline(const struct hwt_worker *w, int64_t at)
+{
+	struct timespec now;
+	int64_t rel;
+	if (!w->cv_realtime)
+		return hwt_clock_timespec(at);
+	/* Without pthread_condattr_setclock the wait runs on the wall clock:
+	 * convert, capping the sleep so a wall-clock jump costs one early wake. */
+	rel = at - hwt_clock_ns();
+	if (rel > INT64_C(1000000000))
+		rel = INT64_C(1000000000);
+	clock_gettime(CLOCK_REALTIME, &now);
+	return hwt_clock_timespec((int64_t)now.tv_sec * 1000000000 + now.tv_nsec + (rel > 0 ? rel : 0));
+}
+
 static void sleep_until_next(struct hwt_worker *w)
 {
 	struct timespec ts;
@@ -52,7 +68,7 @@ static void sleep_until_next(struct hwt_worker *w)
 		pthread_cond_wait(&w->cv, &w->mu);
 		return;
 	}
-	ts = hwt_clock_timespec(hwt_worker_time_of(w, w->wake_at));
+	ts = cv_deadline(w, hwt_worker_time_of(w, w->wake_at));
 	pthread_cond_timedwait(&w->cv, &w->mu, &ts);
 }
 
@@ -94,9 +110,12 @@ static int init_sync(struct hwt_worker *w)
 	int err;
 	if ((err = pthread_condattr_init(&ca)))
 		return err;
-	err = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	if (!err)
-		err = pthread_cond_init(&w->cv, &ca);
+#if defined(__APPLE__) || defined(HWT_CV_REALTIME) /* no setclock (or testing that path) */
+	w->cv_realtime = 1;
+#else
+	w->cv_realtime = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0;
+#endif
+	err = pthread_cond_init(&w->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	if (err)
 		return err;

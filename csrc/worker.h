@@ -24,6 +24,7 @@ struct hwt_worker {
 	int signalled;          /* a byte is in the pipe for the due list */
 	int stopping;
 	int running;            /* thread started and not yet joined */
+	int cv_realtime;        /* constant: cv times out on CLOCK_REALTIME (no setclock) */
 	int64_t origin;         /* constant: clock value of tick 0, in ns */
 	int64_t tick_ns;        /* constant: length of a tick */
 	int fds[2];             /* constant: the pipe, read end first */
