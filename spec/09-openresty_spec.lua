@@ -96,6 +96,38 @@ local function numbers(s)
   return t
 end
 
+-- Start nginx with `conf` in a fresh prefix; returns the prefix and a stop function.
+local function start_nginx(conf)
+  local prefix = os.tmpname()
+  os.remove(prefix)
+  assert(os.execute("mkdir -p " .. prefix .. "/logs " .. prefix .. "/conf"))
+  local f = assert(io.open(prefix .. "/conf/nginx.conf", "w"))
+  f:write(conf)
+  f:close()
+  local ok = os.execute(string.format("%s -p %s -c conf/nginx.conf 2>%s/logs/start.log",
+    nginx, prefix, prefix))
+  assert(ok == true or ok == 0, "nginx did not start")
+  local function stop()
+    local pf = io.open(prefix .. "/logs/nginx.pid")
+    local pid = pf and pf:read("*n")
+    if pf then pf:close() end
+    os.execute(string.format("%s -p %s -c conf/nginx.conf -s stop 2>/dev/null", nginx, prefix))
+    require("socket").sleep(0.3)
+    if pid then -- the daemon leads its own process group: make sure all of it is gone
+      os.execute("kill -9 -" .. pid .. " 2>/dev/null")
+    end
+    os.execute("rm -rf " .. prefix)
+  end
+  return prefix, stop
+end
+
+local function wait_listening(port)
+  for _ = 1, 100 do
+    if pcall(get, port, "/stats") then return end
+    require("socket").sleep(0.05)
+  end
+end
+
 describe("OpenResty: hwtimer.ngx in a real nginx", function()
   if not ready then
     it("needs LuaJIT, nginx and its Lua module", function()
@@ -104,38 +136,16 @@ describe("OpenResty: hwtimer.ngx in a real nginx", function()
     return
   end
 
-  local prefix, port
+  local prefix, port, stop
 
   setup(function()
-    prefix = os.tmpname()
-    os.remove(prefix)
-    assert(os.execute("mkdir -p " .. prefix .. "/logs " .. prefix .. "/conf"))
     port = free_port()
-    local conf = CONF:gsub("@(%u+)@", { NDK = ndk_module, LUA = lua_module, LPATH = lpath,
-                                          CPATH = cpath, PORT = tostring(port) })
-    local f = assert(io.open(prefix .. "/conf/nginx.conf", "w"))
-    f:write(conf)
-    f:close()
-    local ok = os.execute(string.format("%s -p %s -c conf/nginx.conf 2>%s/logs/start.log",
-      nginx, prefix, prefix))
-    assert(ok == true or ok == 0, "nginx did not start")
-    for _ = 1, 100 do -- until it listens
-      if pcall(get, port, "/stats") then break end
-      require("socket").sleep(0.05)
-    end
+    prefix, stop = start_nginx((CONF:gsub("@(%u+)@", { NDK = ndk_module, LUA = lua_module,
+      LPATH = lpath, CPATH = cpath, PORT = tostring(port) })))
+    wait_listening(port)
   end)
 
-  teardown(function()
-    local f = io.open(prefix .. "/logs/nginx.pid")
-    local pid = f and f:read("*n")
-    if f then f:close() end
-    os.execute(string.format("%s -p %s -c conf/nginx.conf -s stop 2>/dev/null", nginx, prefix))
-    require("socket").sleep(0.3)
-    if pid then -- the daemon leads its own process group: make sure all of it is gone
-      os.execute("kill -9 -" .. pid .. " 2>/dev/null")
-    end
-    os.execute("rm -rf " .. prefix)
-  end)
+  teardown(function() stop() end)
 
   it("runs 10,000 timeouts exactly, with cancels, on one nginx timer", function()
     for _ = 1, 10 do
@@ -158,5 +168,31 @@ describe("OpenResty: hwtimer.ngx in a real nginx", function()
     assert.equal(0, pending)
     local log = io.open(prefix .. "/logs/error.log"):read("*a")
     assert.is_nil(log:find("[error]", 1, true), log)
+  end)
+
+  it("examples/openresty/nginx.conf runs as documented", function()
+    if not cpath:find("build/jit", 1, true) then
+      return pending("the example loads build/jit; this run tests an installed rock")
+    end
+    local f = assert(io.open("examples/openresty/nginx.conf"))
+    local conf = f:read("*a"):gsub("8089", tostring(free_port()))
+    f:close()
+    local example_port = tonumber(conf:match("listen 127%.0%.0%.1:(%d+)"))
+    local _, stop_example = start_nginx(conf)
+    local ok, err = pcall(function()
+      wait_listening(example_port)
+      local status, body = get(example_port, "/later?after=0.05")
+      assert.equal(200, status, body)
+      assert.matches("scheduled, due in", body, 1, true)
+      local stats
+      for _ = 1, 50 do
+        stats = select(2, get(example_port, "/stats"))
+        if stats:find("fired 1", 1, true) then break end
+        require("socket").sleep(0.05)
+      end
+      assert.matches("fired 1, pending 0", stats, 1, true)
+    end)
+    stop_example()
+    assert(ok, err)
   end)
 end)

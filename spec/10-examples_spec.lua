@@ -1,0 +1,34 @@
+-- Every runnable example, run as its own process, so that none rots.
+local helpers = require("spec.helpers")
+
+local function have(module)
+  return (pcall(require, module))
+end
+
+local function run_example(path)
+  local f = assert(io.open(path))
+  local code = f:read("*a")
+  f:close()
+  return helpers.run_lua(code)
+end
+
+describe("examples", function()
+  local cases = {
+    { "examples/loops/plain.lua", nil, "first\nsecond\ndone" },
+    { "examples/loops/luasocket.lua", "socket", "fired 3, done" },
+    { "examples/loops/luv.lua", "luv", "fired 3, done" },
+    { "examples/loops/cqueues.lua", "cqueues", "fired 3, done" },
+    { "examples/loops/copas.lua", "copas", "fired 3, done" },
+  }
+  for _, case in ipairs(cases) do
+    local path, needs, expect = case[1], case[2], case[3]
+    it(path, function()
+      if needs and not have(needs) then
+        return pending(needs .. " is not installed for " .. _VERSION)
+      end
+      local out, ok = run_example(path)
+      assert.is_true(ok, out)
+      assert.matches(expect, out, 1, true)
+    end)
+  end
+end)
