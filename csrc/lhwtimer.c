@@ -463,11 +463,22 @@ static struct timer *check_dispatcher(lua_State *L)
 	return T;
 }
 
+/* An optional count at idx: a whole number >= 0, checked as a float first
+ * (5.1 and LuaJIT turn NaN and infinities into arbitrary integers). */
+static lua_Integer opt_count(lua_State *L, int idx)
+{
+	lua_Number x;
+	if (lua_isnoneornil(L, idx))
+		return LUA_MAXINTEGER;
+	x = luaL_checknumber(L, idx);
+	luaL_argcheck(L, x >= 0 && x == floor(x) && x < 9e15, idx, "non-negative integer expected");
+	return (lua_Integer)x;
+}
+
 static int timer_dispatch(lua_State *L)
 {
 	struct timer *T = check_dispatcher(L);
-	lua_Integer max = luaL_optinteger(L, 2, LUA_MAXINTEGER);
-	luaL_argcheck(L, max >= 0, 2, "non-negative integer expected");
+	lua_Integer max = opt_count(L, 2);
 	lua_settop(L, 1);
 	lua_pushinteger(L, run_due(L, T, max));
 	return 1;

@@ -7,6 +7,9 @@
  * early, none lost), and next() must be a lower bound on the next expiry.
  *
  * usage: test_wheel [operations-per-geometry] [seed]
+ *
+ * Built with -DHWT_FUZZ it is a libFuzzer target instead: the same
+ * operations and checks, with the fuzzer's input as the source of choices.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -22,11 +25,20 @@ struct model {
 	struct hwt_node node[NODES];
 	int state[NODES];
 	uint64_t rng;
+	const uint8_t *in; /* fuzzing: choices come from here */
+	size_t in_len;
 	unsigned long ops, fired;
 };
 
 static uint64_t rnd(struct model *m)
 { /* xorshift64*: deterministic for a given seed */
+	if (m->in) { /* fuzzing: up to 8 bytes of input; 0 once it is used up */
+		uint64_t v = 0;
+		int i;
+		for (i = 0; i < 8 && m->in_len; i++, m->in_len--)
+			v = v << 8 | *m->in++;
+		return v;
+	}
 	m->rng ^= m->rng >> 12;
 	m->rng ^= m->rng << 25;
 	m->rng ^= m->rng >> 27;
@@ -37,7 +49,7 @@ static void fail(struct model *m, const char *what)
 {
 	fprintf(stderr, "test_wheel: FAIL after %lu ops (bits %u, now %" PRIu64 "): %s\n",
 		m->ops, m->w.bits, m->w.now, what);
-	exit(1);
+	abort();
 }
 
 /* A delay drawn across every level: tiny, one level's span, or huge. */
@@ -157,7 +169,7 @@ static void run(struct model *m, unsigned bits, unsigned long nops)
 		hwt_node_init(&m->node[i]);
 		m->state[i] = OUT;
 	}
-	for (m->ops = 0; m->ops < nops; m->ops++) {
+	for (m->ops = 0; m->ops < nops && !(m->in && !m->in_len); m->ops++) {
 		uint64_t r = rnd(m) % 12;
 		i = (int)(rnd(m) % NODES);
 		if (r < 5) { if (op_add(m, i)) verify_alert(m, i); }
@@ -172,6 +184,20 @@ static void run(struct model *m, unsigned bits, unsigned long nops)
 	hwt_wheel_free(&m->w);
 }
 
+#if defined(HWT_FUZZ)
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct model m;
+	if (size < 1)
+		return 0;
+	m.in = data + 1;
+	m.in_len = size - 1;
+	run(&m, 1 + data[0] % HWT_WHEEL_MAX_BITS, (unsigned long)-1);
+	return 0;
+}
+#else
 int main(int argc, char **argv)
 {
 	static struct model m; /* large: keep it off the stack */
@@ -188,3 +214,4 @@ int main(int argc, char **argv)
 	printf("1 passed, 0 failed\n");
 	return 0;
 }
+#endif
