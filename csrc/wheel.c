@@ -474,23 +474,27 @@ static const char *check_jobs(const struct hwt_wheel *w)
 	return NULL;
 }
 
+/* Walks the occupied slots only (found through the bitmaps), so it is cheap
+ * enough to run after every operation; a node in a slot whose bit is clear
+ * shows up as a count that disagrees. */
 const char *hwt_wheel_check(const struct hwt_wheel *w)
 {
 	uint64_t count = 0;
-	uint32_t slot, heads = (uint32_t)w->levels * 2 << w->bits;
 	const struct hwt_link *l;
 	const char *err;
 	unsigned ring;
+	uint32_t idx;
 	for (ring = 0; ring < w->levels * 2; ring++)
 		if ((err = check_summary(w, ring)))
 			return err;
 	if ((err = check_jobs(w)))
 		return err;
-	for (slot = 0; slot < heads; slot++)
-		if ((err = check_slot(w, slot, &count)))
-			return err;
+	for (ring = 0; ring < w->levels * 2; ring++)
+		for (idx = first_from(w, ring, 0); idx != NO_SLOT; idx = first_from(w, ring, idx + 1))
+			if ((err = check_slot(w, slot_of(w, ring, idx), &count)))
+				return err;
 	if (count != w->count)
-		return "node count disagrees with the slots";
+		return "node count disagrees with the occupied slots";
 	for (l = w->due.next; l != &w->due; l = l->next)
 		if (hwt_container_of(l, struct hwt_node, link)->slot != HWT_SLOT_DUE)
 			return "bad node in the due list";
