@@ -94,6 +94,7 @@ end)
 
 describe("garbage collection", function()
   it("a collected timer stops its thread", function()
+    gc()
     local before = helpers.thread_count()
     if not before then return end
     local timer = hwtimer.new()
@@ -104,6 +105,7 @@ describe("garbage collection", function()
   end)
 
   it("a collected timer with pending timeouts frees them all", function()
+    gc()
     local before = helpers.thread_count()
     local weak = setmetatable({}, { __mode = "k" })
     do

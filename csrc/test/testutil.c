@@ -3,6 +3,7 @@
  * that Debian's Lua 5.4 has no package for. Built for the tests only.
  */
 #include <poll.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "../compat.h"
@@ -35,6 +36,18 @@ static int tu_readable(lua_State *L)
 	return 1;
 }
 
+/* sleep(seconds): let other threads run (valgrind runs one at a time) */
+static int tu_sleep(lua_State *L)
+{
+	lua_Number secs = luaL_checknumber(L, 1);
+	struct timespec ts;
+	ts.tv_sec = (time_t)secs;
+	ts.tv_nsec = (long)((secs - (lua_Number)ts.tv_sec) * 1e9);
+	while (nanosleep(&ts, &ts) != 0)
+		;
+	return 0;
+}
+
 static int tu_exit(lua_State *L)
 {
 	_exit((int)luaL_checkinteger(L, 1));
@@ -52,6 +65,7 @@ static const luaL_Reg functions[] = {
 	{ "wait", tu_wait },
 	{ "_exit", tu_exit },
 	{ "readable", tu_readable },
+	{ "sleep", tu_sleep },
 	{ "close", tu_close },
 	{ NULL, NULL }
 };
