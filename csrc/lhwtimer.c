@@ -41,8 +41,13 @@
 #define UV_ON_ERROR 2
 #define UV_CALLBACK 1
 
-/* node->owner_flags: the state in the low bits, then flags */
-enum { PENDING, EXPIRED, CANCELLED, STATE_MASK = 3, PERIODIC = 4 };
+/* node->owner_flags: the state in the low bits, then flags. A periodic
+ * timeout keeps its schedule in uservalue 2: the interval in ns (a number),
+ * or with ADVANCED a table {interval = ns, rate = bool, jitter = fraction,
+ * nominal = ns of the current period's start}. REARMED: reset from its own
+ * callback, so finishing that callback must leave it armed. */
+enum { PENDING, EXPIRED, CANCELLED, STATE_MASK = 3, PERIODIC = 4, ADVANCED = 8, REARMED = 16 };
+#define LATE_BUCKETS 256 /* lateness histogram: 4 buckets per power of two of ns */
 static const char *const state_names[] = { "pending", "expired", "cancelled" };
 
 /* In a handle metatable: under the short string TIMER_FIELD (upvalue 1 of
@@ -51,8 +56,17 @@ static const char *const state_names[] = { "pending", "expired", "cancelled" };
 #define TIMER_FIELD "__hwtimer.timer"
 static const char TIMER_OBJ_KEY;
 
+struct stats {
+	lua_Integer scheduled, fired, cancelled, errors;
+	int64_t late_max;                 /* ns */
+	uint32_t late[LATE_BUCKETS];
+};
+
 struct timer {
 	struct hwt_worker w;
+	struct stats life, window;        /* since creation; since stats(true) */
+	int64_t batch_now;                /* clock at the start of this dispatch */
+	uint64_t rng;                     /* jitter for periodic timeouts */
 	struct hwt_link local;     /* taken from the worker, not yet run */
 	struct hwt_link batch;     /* being run by the current dispatch */
 	struct hwt_node *current;  /* the timeout whose callback runs now */
@@ -72,6 +86,45 @@ static int is_periodic(const struct hwt_node *n) { return n->owner_flags & PERIO
 static void set_state(struct hwt_node *n, int state)
 {
 	n->owner_flags = (uint8_t)((n->owner_flags & ~STATE_MASK) | state);
+}
+
+/* ---- stats --------------------------------------------------------------------- */
+
+static void count(struct timer *T, size_t field)
+{
+	(*(lua_Integer *)((char *)&T->life + field))++;
+	(*(lua_Integer *)((char *)&T->window + field))++;
+}
+#define COUNT(T, f) count((T), offsetof(struct stats, f))
+
+/* Log-linear bucket of a lateness in ns: 4 buckets per power of two. */
+static unsigned late_bucket(int64_t ns)
+{
+	unsigned b = 0;
+	uint64_t x = ns > 0 ? (uint64_t)ns : 0;
+	if (x < 4)
+		return (unsigned)x;
+	while (x >> (b + 1) >= 4)
+		b++;
+	b = 4 * (b + 1) + (unsigned)((x >> b) & 3);
+	return b < LATE_BUCKETS ? b : LATE_BUCKETS - 1;
+}
+
+/* The largest lateness (ns) bucket b holds. */
+static int64_t bucket_top(unsigned b)
+{
+	if (b < 4)
+		return (int64_t)b;
+	return (int64_t)(((uint64_t)(4 + (b & 3) + 1) << (b / 4 - 1)) - 1);
+}
+
+static void record_late(struct timer *T, int64_t late)
+{
+	unsigned b = late_bucket(late);
+	T->life.late[b]++;
+	T->window.late[b]++;
+	if (late > T->life.late_max) T->life.late_max = late;
+	if (late > T->window.late_max) T->window.late_max = late;
 }
 
 /* ---- fork detection ------------------------------------------------------- */
@@ -244,6 +297,7 @@ static void cancel_node(lua_State *L, struct timer *T, int mt, struct hwt_node *
 {
 	set_state(n, CANCELLED);
 	T->pending--;
+	COUNT(T, cancelled);
 	if (n != T->current)
 		unpin(L, T, mt, n);
 }
@@ -259,6 +313,14 @@ static void arm(struct timer *T, struct hwt_node *n, int64_t now, int64_t delay_
 		hwt_worker_add(&T->w, n, hwt_worker_tick_at(&T->w, now + delay_ns));
 }
 
+static uint64_t next_random(struct timer *T)
+{ /* xorshift64* */
+	T->rng ^= T->rng >> 12;
+	T->rng ^= T->rng << 25;
+	T->rng ^= T->rng >> 27;
+	return T->rng * UINT64_C(2685821657736338717);
+}
+
 static int64_t check_delay(lua_State *L, int idx, int periodic)
 {
 	lua_Number d = check_finite(L, idx);
@@ -268,19 +330,74 @@ static int64_t check_delay(lua_State *L, int idx, int periodic)
 	return d <= 0 ? 0 : (int64_t)ceil(d * 1e9);
 }
 
-/* New handle (left on top) for a callback at 3 with nargs arguments after it. */
-static struct hwt_node *new_timeout(lua_State *L, int64_t interval, int nargs)
+/* How a periodic timeout repeats (timer:every's first argument). */
+struct period {
+	int64_t interval; /* ns */
+	int advanced;     /* given as a table: rate and jitter apply */
+	int rate;         /* fixed rate (from each period's start), else fixed delay */
+	lua_Number jitter;
+};
+
+static void check_period(lua_State *L, int idx, struct period *p)
 {
-	int periodic = interval > 0, h, i;
+	p->advanced = p->rate = 0;
+	p->jitter = 0;
+	if (lua_type(L, idx) != LUA_TTABLE) {
+		p->interval = check_delay(L, idx, 1);
+		return;
+	}
+	p->advanced = 1;
+	lua_getfield(L, idx, "interval");
+	{
+		lua_Number x = lua_tonumber(L, -1);
+		if (lua_type(L, -1) != LUA_TNUMBER || !(x > 0 && x <= MAX_DELAY))
+			luaL_argerror(L, idx, "field 'interval': positive number of seconds expected");
+		p->interval = (int64_t)ceil(x * 1e9);
+	}
+	lua_getfield(L, idx, "rate");
+	p->rate = lua_toboolean(L, -1);
+	lua_getfield(L, idx, "jitter");
+	if (!lua_isnil(L, -1)) {
+		p->jitter = lua_tonumber(L, -1);
+		if (lua_type(L, -1) != LUA_TNUMBER || !(p->jitter >= 0 && p->jitter <= 1))
+			luaL_argerror(L, idx, "field 'jitter': number from 0 to 1 expected");
+	}
+	lua_pop(L, 3);
+}
+
+/* A random extra delay of up to jitter * interval (never negative: never early). */
+static int64_t jitter_ns(struct timer *T, const struct period *p)
+{
+	double u;
+	if (p->jitter <= 0)
+		return 0;
+	u = (double)(next_random(T) >> 11) / 9007199254740992.0; /* [0, 1) */
+	return (int64_t)(u * p->jitter * (double)p->interval);
+}
+
+/* New handle (left on top) for a callback at 3 with nargs arguments after it;
+ * `p` is NULL for a one-shot timeout. */
+static struct hwt_node *new_timeout(lua_State *L, const struct period *p, int nargs)
+{
+	int periodic = p != NULL, h, i;
 	struct hwt_node *n = hwt_newuserdata(L, sizeof *n, 1 + periodic + nargs);
 	h = lua_gettop(L);
 	hwt_node_init(n);
-	n->owner_flags = (uint8_t)(PENDING | (periodic ? PERIODIC : 0));
+	n->owner_flags = (uint8_t)(PENDING | (periodic ? PERIODIC : 0) | (p && p->advanced ? ADVANCED : 0));
 	n->owner_byte = (uint8_t)nargs;
 	lua_pushvalue(L, 3);
 	hwt_setuv(L, h, UV_CALLBACK);
-	if (periodic) {
-		lua_pushnumber(L, (lua_Number)interval);
+	if (periodic && !p->advanced) {
+		lua_pushnumber(L, (lua_Number)p->interval);
+		hwt_setuv(L, h, UV_CALLBACK + 1);
+	} else if (periodic) {
+		lua_createtable(L, 0, 4);
+		lua_pushnumber(L, (lua_Number)p->interval);
+		lua_setfield(L, -2, "interval");
+		lua_pushboolean(L, p->rate);
+		lua_setfield(L, -2, "rate");
+		lua_pushnumber(L, p->jitter);
+		lua_setfield(L, -2, "jitter");
 		hwt_setuv(L, h, UV_CALLBACK + 1);
 	}
 	for (i = 0; i < nargs; i++) {
@@ -290,25 +407,54 @@ static struct hwt_node *new_timeout(lua_State *L, int64_t interval, int nargs)
 	return n;
 }
 
+/* Put `n` on the wheel to be due at monotonic time `due`. */
+static void arm_at(struct timer *T, struct hwt_node *n, int64_t due)
+{
+	hwt_worker_add(&T->w, n, hwt_worker_tick_at(&T->w, due));
+}
+
+/* Arm an advanced periodic timeout (handle at h) for the period starting at
+ * `nominal` ns, storing that start in its schedule table. */
+static void arm_period(lua_State *L, struct timer *T, int h, struct hwt_node *n, int64_t nominal,
+		       const struct period *p)
+{
+	hwt_getuv(L, h, UV_CALLBACK + 1);
+	lua_pushnumber(L, (lua_Number)nominal);
+	lua_setfield(L, -2, "nominal");
+	lua_pop(L, 1);
+	arm_at(T, n, nominal + jitter_ns(T, p));
+}
+
+static int refuse_over_cap(lua_State *L, struct timer *T)
+{
+	if (T->max_pending <= 0 || T->pending < T->max_pending)
+		return 0;
+	lua_pushnil(L);
+	lua_pushfstring(L, "too many pending timeouts (%d pending, max_pending %d)",
+			(int)T->pending, (int)T->max_pending);
+	return 2;
+}
+
 static int schedule(lua_State *L, int periodic)
 {
 	/* The clock is read first: allocating the handle may run a step of the
 	 * garbage collector, which must not push the deadline back. */
 	int64_t now = hwt_clock_ns();
 	struct timer *T = check_live(L, 1);
-	int64_t delay = check_delay(L, 2, periodic);
-	int nargs = lua_gettop(L) - 3, h;
+	struct period p;
+	int64_t delay = 0;
+	int nargs = lua_gettop(L) - 3, h, refused;
 	struct hwt_node *n;
+	if (periodic)
+		check_period(L, 2, &p);
+	else
+		delay = check_delay(L, 2, 0);
 	check_callable(L, 3);
 	if (nargs > MAX_ARGS)
 		return luaL_error(L, "bad argument to 'schedule' (at most %d callback arguments)", MAX_ARGS);
-	if (T->max_pending > 0 && T->pending >= T->max_pending) {
-		lua_pushnil(L);
-		lua_pushfstring(L, "too many pending timeouts (%d pending, max_pending %d)",
-				(int)T->pending, (int)T->max_pending);
-		return 2;
-	}
-	n = new_timeout(L, periodic ? delay : 0, nargs);
+	if ((refused = refuse_over_cap(L, T)) != 0)
+		return refused;
+	n = new_timeout(L, periodic ? &p : NULL, nargs);
 	h = lua_gettop(L);
 	hwt_getuv(L, 1, UV_HANDLE_MT);
 	lua_pushvalue(L, -1);
@@ -316,7 +462,11 @@ static int schedule(lua_State *L, int periodic)
 	pin(L, T, h + 1, h, n);
 	lua_settop(L, h);
 	T->pending++;
-	arm(T, n, now, delay);
+	COUNT(T, scheduled);
+	if (periodic && p.advanced)
+		arm_period(L, T, h, n, now + p.interval, &p);
+	else
+		arm(T, n, now, periodic ? p.interval : delay);
 	return 1;
 }
 
@@ -350,6 +500,7 @@ static int traceback_handler(lua_State *L)
  * (timer at index 1, handle metatable at `mt`). Pops the error. */
 static void report_error(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
 {
+	COUNT(T, errors);
 	if (!T->has_on_error) {
 		fprintf(stderr, "hwtimer: error in timeout callback: %s\n", lua_tostring(L, -1));
 		lua_pop(L, 1);
@@ -365,20 +516,64 @@ static void report_error(lua_State *L, struct timer *T, int mt, struct hwt_node 
 	}
 }
 
-/* After the callback of T->current returned or failed: a one-shot timeout
- * leaves the pins; a periodic one goes back on the wheel unless cancelled. */
+/* Read an advanced period's schedule table (on top of the stack) into p;
+ * returns the current period's start. Pops the table. */
+static int64_t read_period(lua_State *L, struct period *p)
+{
+	int64_t nominal;
+	lua_getfield(L, -1, "interval");
+	lua_getfield(L, -2, "rate");
+	lua_getfield(L, -3, "jitter");
+	lua_getfield(L, -4, "nominal");
+	p->interval = (int64_t)lua_tonumber(L, -4);
+	p->rate = lua_toboolean(L, -3);
+	p->jitter = lua_tonumber(L, -2);
+	p->advanced = 1;
+	nominal = (int64_t)lua_tonumber(L, -1);
+	lua_pop(L, 5);
+	return nominal;
+}
+
+/* Start the next period of the periodic timeout `n` (pinned in mt). Fixed
+ * rate skips the periods already missed rather than running them in a burst. */
+static void next_period(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
+{
+	int64_t now = hwt_clock_ns(), next;
+	struct period p;
+	int h;
+	lua_rawgeti(L, mt, (lua_Integer)n->owner_word);
+	h = lua_gettop(L);
+	hwt_getuv(L, h, UV_CALLBACK + 1);
+	if (!(n->owner_flags & ADVANCED)) {
+		arm(T, n, now, (int64_t)lua_tonumber(L, -1));
+		lua_settop(L, h - 1);
+		return;
+	}
+	next = read_period(L, &p);
+	if (p.rate) {
+		next += p.interval;
+		if (next <= now)
+			next += ((now - next) / p.interval + 1) * p.interval;
+	} else {
+		next = now + p.interval;
+	}
+	arm_period(L, T, h, n, next, &p);
+	lua_settop(L, h - 1);
+}
+
+/* After the callback of T->current returned or failed: a timeout that is done
+ * leaves the pins; a periodic one starts its next period, unless its callback
+ * re-armed it already (t:reset). */
 static void finish_current(lua_State *L, struct timer *T, int mt)
 {
 	struct hwt_node *n = T->current;
+	int rearmed = n->owner_flags & REARMED;
 	T->current = NULL;
-	if (is_periodic(n) && state_of(n) == PENDING && !T->stopped) {
-		lua_rawgeti(L, mt, (lua_Integer)n->owner_word);
-		hwt_getuv(L, -1, UV_CALLBACK + 1);
-		arm(T, n, hwt_clock_ns(), (int64_t)lua_tonumber(L, -1));
-		lua_pop(L, 2);
-	} else {
+	n->owner_flags &= (uint8_t)~REARMED;
+	if (state_of(n) != PENDING)
 		unpin(L, T, mt, n);
-	}
+	else if (!rearmed && !T->stopped)
+		next_period(L, T, mt, n);
 }
 
 /* Push the callback of `n` and its arguments; returns how many arguments. */
@@ -407,6 +602,8 @@ static int run_batch(lua_State *L)
 		n->slot = HWT_SLOT_NONE;
 		T->budget--;
 		T->current = n;
+		COUNT(T, fired);
+		record_late(T, T->batch_now - hwt_worker_time_of(&T->w, n->expires));
 		if (!is_periodic(n)) {
 			set_state(n, EXPIRED);
 			T->pending--;
@@ -431,6 +628,7 @@ static lua_Integer run_due(lua_State *L, struct timer *T, lua_Integer max)
 		mh = lua_gettop(L);
 	}
 	T->budget = max;
+	T->batch_now = hwt_clock_ns(); /* one clock read a batch, for the lateness stats */
 	T->dispatching = 1;
 	for (;;) {
 		lua_pushcfunction(L, run_batch);
@@ -530,8 +728,8 @@ static void cancel_all(lua_State *L, struct timer *T, int list)
 	hwt_list_splice(&all, &T->batch);
 	hwt_getuv(L, 1, UV_HANDLE_MT);
 	mt = lua_gettop(L);
-	if (T->current && state_of(T->current) == PENDING) /* a periodic one, running */
-		hwt_list_push(&all, &T->current->link);
+	if (T->current && state_of(T->current) == PENDING && !(T->current->owner_flags & REARMED))
+		hwt_list_push(&all, &T->current->link); /* a periodic one, running, in no list */
 	while (!hwt_list_empty(&all)) {
 		struct hwt_node *node = hwt_container_of(all.next, struct hwt_node, link);
 		hwt_list_unlink(all.next);
@@ -628,6 +826,52 @@ static int timer_timeout(lua_State *L)
 	return 1;
 }
 
+/* Lateness (seconds) at or below which a share p of the recorded runs fall. */
+static lua_Number late_percentile(const struct stats *st, double p)
+{
+	uint64_t total = 0, seen = 0, want;
+	unsigned b;
+	for (b = 0; b < LATE_BUCKETS; b++)
+		total += st->late[b];
+	if (!total)
+		return 0;
+	want = (uint64_t)ceil((double)total * p);
+	for (b = 0; b < LATE_BUCKETS; b++) {
+		seen += st->late[b];
+		if (seen >= want)
+			break;
+	}
+	b = b < LATE_BUCKETS ? b : LATE_BUCKETS - 1;
+	return ns_to_s(bucket_top(b) < st->late_max ? bucket_top(b) : st->late_max);
+}
+
+static void set_number(lua_State *L, const char *k, lua_Number v)
+{
+	lua_pushnumber(L, v);
+	lua_setfield(L, -2, k);
+}
+
+/* timer:stats([since_last]): counts and lateness over the timer's life, or
+ * since the previous stats(true). */
+static int timer_stats(lua_State *L)
+{
+	struct timer *T = to_timer(L, 1);
+	int since_last = lua_toboolean(L, 2);
+	struct stats *st = since_last ? &T->window : &T->life;
+	lua_createtable(L, 0, 8);
+	set_number(L, "scheduled", (lua_Number)st->scheduled);
+	set_number(L, "fired", (lua_Number)st->fired);
+	set_number(L, "cancelled", (lua_Number)st->cancelled);
+	set_number(L, "errors", (lua_Number)st->errors);
+	set_number(L, "pending", (lua_Number)T->pending);
+	set_number(L, "late_p50", late_percentile(st, 0.5));
+	set_number(L, "late_p99", late_percentile(st, 0.99));
+	set_number(L, "late_max", ns_to_s(st->late_max));
+	if (since_last)
+		memset(&T->window, 0, sizeof T->window);
+	return 1;
+}
+
 static int timer_tostring(lua_State *L)
 {
 	struct timer *T = to_timer(L, 1);
@@ -652,13 +896,71 @@ static int timeout_cancel(lua_State *L)
 		lua_pushboolean(L, 0);
 		return 1;
 	}
-	/* A pending timeout is linked somewhere (wheel, due list, local or batch)
-	 * unless its callback is running. Its slot is the worker's to change, so
+	/* Linked somewhere (wheel, due list, local or batch) or, while its own
+	 * callback runs, maybe nowhere: the slot is the worker's to change, so
 	 * it is read only under the lock, inside hwt_worker_del. */
-	if (n != T->current)
-		hwt_worker_del(&T->w, n);
+	hwt_worker_del(&T->w, n);
 	cancel_node(L, T, 2, n);
 	lua_pushboolean(L, 1);
+	return 1;
+}
+
+/* The delay for t:reset: the argument, or a periodic timeout's interval. */
+static int64_t reset_delay(lua_State *L, int h, struct hwt_node *n)
+{
+	struct period p;
+	if (!lua_isnoneornil(L, 2))
+		return check_delay(L, 2, 0);
+	if (!is_periodic(n))
+		luaL_argerror(L, 2, "delay expected (a one-shot timeout has no interval to reuse)");
+	hwt_getuv(L, h, UV_CALLBACK + 1);
+	if (!(n->owner_flags & ADVANCED)) {
+		p.interval = (int64_t)lua_tonumber(L, -1);
+		lua_pop(L, 1);
+	} else {
+		(void)read_period(L, &p);
+	}
+	return p.interval;
+}
+
+/* t:reset([delay]): due `delay` from now again, pending or not, same callback,
+ * same handle; when it stays in its slot only its expiry changes. */
+static int timeout_reset(lua_State *L)
+{
+	int64_t now = hwt_clock_ns(), delay;
+	struct timer *T;
+	struct hwt_node *n;
+	int refused;
+	lua_settop(L, 2);
+	n = to_timeout_mt(L, 1, &T); /* the handle metatable is now at 3 */
+	if (forked(T))
+		return luaL_error(L, "hwtimer: timeout used in a forked child (timers do not survive fork)");
+	if (T->stopped)
+		return luaL_error(L, "attempt to use a stopped timer");
+	delay = reset_delay(L, 1, n);
+	if (state_of(n) != PENDING) {
+		if ((refused = refuse_over_cap(L, T)) != 0)
+			return refused;
+		if (n != T->current) /* the running one is still pinned */
+			pin(L, T, 3, 1, n);
+		set_state(n, PENDING);
+		T->pending++;
+		COUNT(T, scheduled);
+	}
+	if (n == T->current)
+		n->owner_flags |= REARMED;
+	if (n->owner_flags & ADVANCED) { /* later periods count from here */
+		hwt_getuv(L, 1, UV_CALLBACK + 1);
+		lua_pushnumber(L, (lua_Number)(now + delay));
+		lua_setfield(L, -2, "nominal");
+	}
+	if (delay <= 0) {
+		hwt_worker_del(&T->w, n);
+		hwt_worker_add_due(&T->w, n);
+	} else {
+		hwt_worker_move(&T->w, n, hwt_worker_tick_at(&T->w, now + delay));
+	}
+	lua_settop(L, 1);
 	return 1;
 }
 
@@ -698,6 +1000,17 @@ static int timeout_remaining(lua_State *L)
 	struct hwt_node *n = to_timeout(L, 1, &T);
 	int64_t left = due_ns(T, n) - hwt_clock_ns();
 	lua_pushnumber(L, left > 0 ? ns_to_s(left) : 0);
+	return 1;
+}
+
+/* Seconds since the timeout became due (0 before): inside its callback, how
+ * late it runs. */
+static int timeout_lateness(lua_State *L)
+{
+	struct timer *T;
+	struct hwt_node *n = to_timeout(L, 1, &T);
+	int64_t late = hwt_clock_ns() - due_ns(T, n);
+	lua_pushnumber(L, late > 0 ? ns_to_s(late) : 0);
 	return 1;
 }
 
@@ -846,6 +1159,7 @@ static int hwtimer_new(lua_State *L)
 	T->stopped = 1; /* until the worker runs: __gc must not touch it */
 	T->forkgen = fork_generation;
 	T->max_pending = o.max_pending;
+	T->rng = ((uint64_t)hwt_clock_ns() ^ (uint64_t)(uintptr_t)T) | 1;
 	hwt_list_init(&T->local);
 	hwt_list_init(&T->batch);
 	lua_pushvalue(L, lua_upvalueindex(1));
@@ -882,6 +1196,7 @@ static const luaL_Reg timer_methods[] = {
 	{ "pollfd", timer_getfd },
 	{ "events", timer_events },
 	{ "timeout", timer_timeout },
+	{ "stats", timer_stats },
 	{ "stop", timer_stop },
 	{ "close", timer_close },
 	{ NULL, NULL }
@@ -896,6 +1211,8 @@ static const luaL_Reg timer_metamethods[] = {
 
 static const luaL_Reg timeout_methods[] = {
 	{ "cancel", timeout_cancel },
+	{ "reset", timeout_reset },
+	{ "lateness", timeout_lateness },
 	{ "state", timeout_state },
 	{ "is_pending", timeout_is_pending },
 	{ "is_expired", timeout_is_expired },

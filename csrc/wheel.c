@@ -182,17 +182,23 @@ static void make_due(struct hwt_wheel *w, struct hwt_node *n)
 	hwt_list_push(&w->due, &n->link);
 }
 
-/* Put `n` (expires > now) where the placement rule says. */
-static void place(struct hwt_wheel *w, struct hwt_node *n)
+/* The slot the placement rule gives a node expiring at `expires` (> now). */
+static uint32_t slot_for(const struct hwt_wheel *w, uint64_t expires)
 {
 	unsigned lvl = 0;
 	uint64_t ahead;
 	for (;; lvl++) { /* ends: above the top level every block is block 0 */
-		ahead = block_of(w, n->expires, lvl + 1) - block_of(w, w->now, lvl + 1);
+		ahead = block_of(w, expires, lvl + 1) - block_of(w, w->now, lvl + 1);
 		if (ahead <= 1)
 			break;
 	}
-	n->slot = (uint16_t)slot_of(w, ring_of(w, lvl, (unsigned)ahead), digit(w, n->expires, lvl));
+	return slot_of(w, ring_of(w, lvl, (unsigned)ahead), digit(w, expires, lvl));
+}
+
+/* Put `n` (expires > now) where the placement rule says. */
+static void place(struct hwt_wheel *w, struct hwt_node *n)
+{
+	n->slot = (uint16_t)slot_for(w, n->expires);
 	hwt_list_push(&w->slots[n->slot], &n->link);
 	mark(w, n->slot);
 	w->count++;
@@ -229,6 +235,23 @@ void hwt_wheel_del(struct hwt_wheel *w, struct hwt_node *n)
 		if (w->jobs[lvl].src == slot) /* its job has nothing left to move */
 			w->jobs[lvl].src = NO_SLOT;
 	}
+}
+
+static int is_job_source(const struct hwt_wheel *w, uint32_t slot)
+{
+	return w->jobs[(slot >> w->bits) / 2].src == slot;
+}
+
+int hwt_wheel_move(struct hwt_wheel *w, struct hwt_node *n, uint64_t expires)
+{
+	if (n->slot < HWT_SLOT_DUE && expires > w->now && !is_job_source(w, n->slot) &&
+	    slot_for(w, expires) == n->slot) {
+		n->expires = expires; /* same slot: nothing to relink */
+		return 1;
+	}
+	hwt_wheel_del(w, n);
+	hwt_wheel_add(w, n, expires);
+	return 0;
 }
 
 uint64_t hwt_wheel_alert(const struct hwt_wheel *w, const struct hwt_node *n)

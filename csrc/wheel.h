@@ -71,6 +71,9 @@ void hwt_node_init(struct hwt_node *n);
 void hwt_wheel_add(struct hwt_wheel *w, struct hwt_node *n, uint64_t expires);
 /* Append `n` to the due list whatever its expiry (for "run at the next dispatch"). */
 void hwt_wheel_add_due(struct hwt_wheel *w, struct hwt_node *n, uint64_t expires);
+/* Make `n` (anywhere or detached) expire at `expires` instead; when it would
+ * stay in the same slot only its expiry changes. Returns 1 in that case. */
+int hwt_wheel_move(struct hwt_wheel *w, struct hwt_node *n, uint64_t expires);
 /* Remove `n` from the wheel's slots or its due list; no-op for a detached node. */
 void hwt_wheel_del(struct hwt_wheel *w, struct hwt_node *n);
 /* For a node just added to a slot: a tick at or before the wheel's first work for it. */

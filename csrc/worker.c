@@ -182,10 +182,9 @@ void hwt_worker_abandon(struct hwt_worker *w)
 
 /* ---- host side ------------------------------------------------------------- */
 
-void hwt_worker_add(struct hwt_worker *w, struct hwt_node *n, uint64_t tick)
+/* Called with the lock held, after `n` was added or moved. */
+static void notice(struct hwt_worker *w, struct hwt_node *n)
 {
-	pthread_mutex_lock(&w->mu);
-	hwt_wheel_add(&w->wheel, n, tick);
 	if (n->slot == HWT_SLOT_DUE) {
 		signal_due(w);
 	} else {
@@ -195,6 +194,21 @@ void hwt_worker_add(struct hwt_worker *w, struct hwt_node *n, uint64_t tick)
 			pthread_cond_signal(&w->cv);
 		}
 	}
+}
+
+void hwt_worker_add(struct hwt_worker *w, struct hwt_node *n, uint64_t tick)
+{
+	pthread_mutex_lock(&w->mu);
+	hwt_wheel_add(&w->wheel, n, tick);
+	notice(w, n);
+	pthread_mutex_unlock(&w->mu);
+}
+
+void hwt_worker_move(struct hwt_worker *w, struct hwt_node *n, uint64_t tick)
+{
+	pthread_mutex_lock(&w->mu);
+	if (!hwt_wheel_move(&w->wheel, n, tick))
+		notice(w, n); /* it moved: maybe earlier than the worker plans to wake */
 	pthread_mutex_unlock(&w->mu);
 }
 

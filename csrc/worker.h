@@ -48,6 +48,8 @@ int64_t hwt_worker_time_of(const struct hwt_worker *w, uint64_t tick);
 void hwt_worker_add(struct hwt_worker *w, struct hwt_node *n, uint64_t tick);
 /* Add `n` straight to the due list, expiring at the current tick; signalled at once. */
 void hwt_worker_add_due(struct hwt_worker *w, struct hwt_node *n);
+/* Move `n` (pending anywhere, or detached) to expire at `tick`; wakes the worker if needed. */
+void hwt_worker_move(struct hwt_worker *w, struct hwt_node *n, uint64_t tick);
 /* Take `n` out of the wheel or the due list. */
 void hwt_worker_del(struct hwt_worker *w, struct hwt_node *n);
 /* Move every due node to the tail of `into` and consume the pipe's byte. */

@@ -135,6 +135,18 @@ static void op_advance(struct model *m)
 	verify_due(m);
 }
 
+/* Re-arm a node (pending or not) to a new expiry, as t:reset does. */
+static void op_move(struct model *m, int i)
+{
+	uint64_t room = HWT_TICK_MAX - m->w.now, delay = 1 + random_delay(m);
+	if (delay > room)
+		delay = room;
+	if (m->state[i] == IN_DUE)
+		return; /* the owner has already taken it, as dispatch would */
+	hwt_wheel_move(&m->w, &m->node[i], m->w.now + delay);
+	m->state[i] = m->node[i].slot == HWT_SLOT_DUE ? IN_DUE : IN_WHEEL;
+}
+
 /* Drain work in small steps, as the worker does between expiries. */
 static void op_work(struct model *m)
 {
@@ -170,10 +182,11 @@ static void run(struct model *m, unsigned bits, unsigned long nops)
 		m->state[i] = OUT;
 	}
 	for (m->ops = 0; m->ops < nops && !(m->in && !m->in_len); m->ops++) {
-		uint64_t r = rnd(m) % 12;
+		uint64_t r = rnd(m) % 13;
 		i = (int)(rnd(m) % NODES);
 		if (r < 5) { if (op_add(m, i)) verify_alert(m, i); }
 		else if (r < 7) op_del(m, i);
+		else if (r == 12) op_move(m, i);
 		else if (r < 9) op_work(m);
 		else op_advance(m);
 		if ((err = hwt_wheel_check(&m->w)))

@@ -1,0 +1,223 @@
+-- reset, fixed rate and jitter, retry, stats and lateness.
+local hwtimer = require("hwtimer")
+local helpers = require("spec.helpers")
+
+describe("t:reset([delay])", function()
+  local timer
+  before_each(function() timer = hwtimer.new() end)
+  after_each(function() timer:close() end)
+
+  it("moves a pending timeout's deadline, later or earlier, keeping the handle", function()
+    local at
+    local t = timer:schedule(0.01, function() at = hwtimer.now() end)
+    local t0 = hwtimer.now()
+    assert.equal(t, t:reset(0.08))
+    assert.equal(1, timer:pending())
+    timer:run(2)
+    assert.is_true(at - t0 >= 0.08)
+    local early = timer:schedule(5, function() at = hwtimer.now() end)
+    t0 = hwtimer.now()
+    early:reset(0.01)
+    timer:run(2)
+    assert.is_true(at - t0 >= 0.01 and at - t0 < 1)
+  end)
+
+  it("re-arms a timeout that already ran, or was cancelled", function()
+    local runs = 0
+    local t = timer:schedule(0, function() runs = runs + 1 end)
+    timer:dispatch()
+    assert.equal("expired", t:state())
+    t:reset(0.005)
+    assert.equal("pending", t:state())
+    timer:run(2)
+    assert.equal(2, runs)
+    t:cancel()
+    t:reset(0)
+    assert.equal(1, timer:dispatch())
+    assert.equal(3, runs)
+  end)
+
+  it("works from the timeout's own callback", function()
+    local runs = 0
+    timer:schedule(0, function(t)
+      runs = runs + 1
+      if runs < 3 then t:reset(0.001) end
+    end)
+    timer:run(2)
+    assert.equal(3, runs)
+    assert.equal(0, timer:pending())
+  end)
+
+  it("keeps many resets of one timeout to one pending run (idle-timeout use)", function()
+    local runs = 0
+    local t = timer:schedule(0.05, function() runs = runs + 1 end)
+    for _ = 1, 10000 do t:reset(0.05) end
+    assert.equal(1, timer:pending())
+    timer:run(2)
+    assert.equal(1, runs)
+  end)
+
+  it("reuses a periodic timeout's interval; a one-shot needs a delay", function()
+    local runs = 0
+    local p = timer:every(0.002, function() runs = runs + 1 end)
+    p:reset()
+    helpers.wait_until(timer, function() return runs >= 2 end, 5)
+    p:cancel()
+    local o = timer:schedule(1, function() end)
+    assert.has_error(function() local r = o:reset() return r end,
+      "bad argument #1 to 'reset' (delay expected (a one-shot timeout has no interval to reuse))")
+    assert.has_error(function() local r = o:reset(0 / 0) return r end,
+      "bad argument #1 to 'reset' (finite number expected)")
+  end)
+
+  it("is refused over max_pending, and on a stopped timer", function()
+    local capped = hwtimer.new({ max_pending = 1 })
+    local a = capped:schedule(0, function() end)
+    capped:dispatch()
+    capped:schedule(1, function() end)
+    local r, err = a:reset(1)
+    assert.is_nil(r)
+    assert.matches("too many pending timeouts", err)
+    capped:close()
+    assert.has_error(function() local x = a:reset(1) return x end, "attempt to use a stopped timer")
+  end)
+end)
+
+describe("timer:every{ interval, rate, jitter }", function()
+  local timer
+  before_each(function() timer = hwtimer.new() end)
+  after_each(function() timer:close() end)
+
+  it("fixed rate: runs start an interval apart however long each run takes", function()
+    local starts = {}
+    local p
+    p = timer:every({ interval = 0.02, rate = true }, function()
+      starts[#starts + 1] = hwtimer.now()
+      helpers.busy(0.01) -- half an interval: fixed delay would drift by this much a run
+      if #starts == 6 then p:cancel() end
+    end)
+    timer:run(5)
+    assert.equal(6, #starts)
+    local span = starts[6] - starts[1]
+    assert.is_true(span < 5 * 0.02 + 0.02, "drifted: " .. span) -- fixed delay would take 0.15
+  end)
+
+  it("fixed rate: missed periods are skipped, never run in a burst", function()
+    local starts = {}
+    local p
+    p = timer:every({ interval = 0.01, rate = true }, function()
+      starts[#starts + 1] = hwtimer.now()
+      if #starts == 1 then helpers.busy(0.055) end -- misses five periods
+      if #starts == 3 then p:cancel() end
+    end)
+    timer:run(5)
+    assert.equal(3, #starts)
+    assert.is_true(starts[3] - starts[2] >= 0.009, "burst after the slow run")
+  end)
+
+  it("jitter delays each run by up to jitter x interval, never less than the interval", function()
+    local gaps, last = {}, nil
+    local p
+    p = timer:every({ interval = 0.01, jitter = 0.5 }, function()
+      local now = hwtimer.now()
+      if last then gaps[#gaps + 1] = now - last end
+      last = now
+      if #gaps == 20 then p:cancel() end
+    end)
+    timer:run(5)
+    local lo, hi = math.huge, 0
+    for _, g in ipairs(gaps) do lo, hi = math.min(lo, g), math.max(hi, g) end
+    assert.is_true(lo >= 0.01, "a run came early: " .. lo)
+    assert.is_true(hi > lo + 0.001, "no spread at all")
+  end)
+
+  it("rejects bad options", function()
+    local f = function() end
+    assert.has_error(function() local r = timer:every({}, f) return r end,
+      "bad argument #1 to 'every' (field 'interval': positive number of seconds expected)")
+    assert.has_error(function() local r = timer:every({ interval = 1, jitter = 2 }, f) return r end,
+      "bad argument #1 to 'every' (field 'jitter': number from 0 to 1 expected)")
+    assert.has_error(function() local r = timer:every({ interval = -1 }, f) return r end,
+      "bad argument #1 to 'every' (field 'interval': positive number of seconds expected)")
+    assert.has_error(function() local r = timer:every({ interval = 0 / 0 }, f) return r end,
+      "bad argument #1 to 'every' (field 'interval': positive number of seconds expected)")
+  end)
+end)
+
+describe("timer:stats([since_last]) and t:lateness()", function()
+  it("counts everything exactly and reports lateness", function()
+    local timer = hwtimer.new({ on_error = function() end })
+    local lateness = {}
+    for i = 1, 20 do
+      timer:schedule(i / 1000, function(t) lateness[#lateness + 1] = t:lateness() end)
+    end
+    timer:schedule(0, function() error("x") end)
+    timer:schedule(10, function() end):cancel()
+    local p = timer:schedule(10, function() end)
+    timer:run(1)
+    local s = timer:stats()
+    assert.same({ 23, 21, 1, 1, 1 }, { s.scheduled, s.fired, s.cancelled, s.errors, s.pending })
+    assert.is_true(s.late_p50 >= 0 and s.late_p50 <= s.late_p99 and s.late_p99 <= s.late_max)
+    assert.is_true(s.late_max < 1)
+    assert.equal(20, #lateness)
+    for _, l in ipairs(lateness) do assert.is_true(l >= 0 and l < 1) end
+    assert.equal(0, p:lateness()) -- not due yet
+    local w = timer:stats(true)
+    assert.equal(23, w.scheduled)
+    w = timer:stats(true) -- the window starts again
+    assert.same({ 0, 0, 0, 0, 1 }, { w.scheduled, w.fired, w.cancelled, w.errors, w.pending })
+    assert.equal(23, timer:stats().scheduled) -- the lifetime figures stay
+    timer:close()
+  end)
+end)
+
+describe("hwtimer.retry", function()
+  local timer
+  before_each(function() timer = hwtimer.new() end)
+  after_each(function() timer:close() end)
+
+  it("retries with backoff until fn succeeds", function()
+    local calls, times, got = 0, {}, nil
+    local r = hwtimer.retry(timer, function(n)
+      calls = calls + 1
+      times[n] = hwtimer.now()
+      if n < 3 then error("down") end
+      return "up"
+    end, { delay = 0.01, factor = 2, jitter = 0, on_success = function(v, n) got = { v, n } end })
+    timer:run(5)
+    assert.equal(3, calls)
+    assert.same({ "up", 3 }, got)
+    assert.equal("succeeded", r:state())
+    assert.equal(3, r:attempts())
+    assert.is_true(times[2] - times[1] >= 0.01)
+    assert.is_true(times[3] - times[2] >= 0.02) -- doubled
+  end)
+
+  it("gives up after the attempts, reporting each failure", function()
+    local failures = {}
+    local r = hwtimer.retry(timer, function() return nil, "no" end, {
+      attempts = 3, delay = 0.001,
+      on_failure = function(err, n, last) failures[#failures + 1] = { err, n, last } end })
+    timer:run(5)
+    assert.equal("failed", r:state())
+    assert.same({ { "no", 1, false }, { "no", 2, false }, { "no", 3, true } }, failures)
+  end)
+
+  it("can be cancelled between attempts", function()
+    local calls = 0
+    local r = hwtimer.retry(timer, function() calls = calls + 1 end, { delay = 10 })
+    timer:dispatch() -- the first attempt fails (returns nothing)
+    assert.is_true(r:cancel())
+    assert.is_false(r:cancel())
+    assert.equal("cancelled", r:state())
+    assert.equal(1, calls)
+    assert.equal(0, timer:pending())
+  end)
+
+  it("rejects bad arguments", function()
+    assert.has_error(function() local r = hwtimer.retry(timer, 42) return r end,
+      "bad argument #2 to 'retry' (function or callable object expected, got number)")
+    assert.has_error(function() local r = hwtimer.retry(timer, print, { attempts = 0 }) return r end,
+      "bad argument #3 to 'retry' (option 'attempts': positive integer expected)")
+  end)
+end)
