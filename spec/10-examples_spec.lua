@@ -19,6 +19,10 @@ describe("examples", function()
     { "examples/loops/luv.lua", "luv", "fired 3, done" },
     { "examples/loops/cqueues.lua", "cqueues", "fired 3, done" },
     { "examples/loops/copas.lua", "copas", "fired 3, done" },
+    { "examples/request_timeouts.lua", nil, "answered 90, timed out 10" },
+    { "examples/heartbeats.lua", nil, "500 connections, " },
+    { "examples/failback_retry.lua", nil, "registered on attempt " },
+    { "examples/idle_reaper.lua", nil, "reaped 4,5,1,2,3" },
   }
   for _, case in ipairs(cases) do
     local path, needs, expect = case[1], case[2], case[3]
