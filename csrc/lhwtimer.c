@@ -97,16 +97,27 @@ static void count(struct timer *T, size_t field)
 }
 #define COUNT(T, f) count((T), offsetof(struct stats, f))
 
+static unsigned top_bit(uint64_t x) /* x > 0 */
+{
+#if defined(__GNUC__) || defined(__clang__)
+	return 63u - (unsigned)__builtin_clzll(x);
+#else
+	unsigned i = 0;
+	while (x >>= 1)
+		i++;
+	return i;
+#endif
+}
+
 /* Log-linear bucket of a lateness in ns: 4 buckets per power of two. */
 static unsigned late_bucket(int64_t ns)
 {
-	unsigned b = 0;
 	uint64_t x = ns > 0 ? (uint64_t)ns : 0;
+	unsigned shift, b;
 	if (x < 4)
 		return (unsigned)x;
-	while (x >> (b + 1) >= 4)
-		b++;
-	b = 4 * (b + 1) + (unsigned)((x >> b) & 3);
+	shift = top_bit(x) - 2; /* keep the top 3 bits: 1xx */
+	b = 4 * (shift + 1) + (unsigned)((x >> shift) & 3);
 	return b < LATE_BUCKETS ? b : LATE_BUCKETS - 1;
 }
 
