@@ -6,10 +6,7 @@ local function have(module)
 end
 
 local function run_example(path)
-  local f = assert(io.open(path))
-  local code = f:read("*a")
-  f:close()
-  return helpers.run_lua(code)
+  return helpers.run_lua(helpers.read_file(path))
 end
 
 describe("examples", function()

@@ -2,12 +2,7 @@
 -- table of the binding, and every public function of the Lua modules, must
 -- have a "**syntax:**" line there. Adding a method without documenting it
 -- fails this spec (and so CI).
-local function read(path)
-  local f = assert(io.open(path))
-  local s = f:read("*a")
-  f:close()
-  return s
-end
+local read = require("spec.helpers").read_file
 
 local readme = read("README.md")
 local syntax = {}

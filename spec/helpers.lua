@@ -20,6 +20,14 @@ function helpers.wait_until(timer, done, secs)
   return done()
 end
 
+-- The whole content of a file.
+function helpers.read_file(path)
+  local f = assert(io.open(path))
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
 -- Wait (up to `secs`, generously) until the worker has expired something and
 -- made the timer's pipe readable, without dispatching it.
 function helpers.wait_readable(timer, secs)
