@@ -90,12 +90,8 @@ static void set_state(struct hwt_node *n, int state)
 
 /* ---- stats --------------------------------------------------------------------- */
 
-static void count(struct timer *T, size_t field)
-{
-	(*(lua_Integer *)((char *)&T->life + field))++;
-	(*(lua_Integer *)((char *)&T->window + field))++;
-}
-#define COUNT(T, f) count((T), offsetof(struct stats, f))
+/* One more of `f`, over the timer's life and in the current window. */
+#define COUNT(T, f) ((T)->life.f++, (T)->window.f++)
 
 static unsigned top_bit(uint64_t x) /* x > 0 */
 {
@@ -315,13 +311,19 @@ static void cancel_node(lua_State *L, struct timer *T, int mt, struct hwt_node *
 
 /* ---- scheduling ----------------------------------------------------------- */
 
+/* Put `n` on the wheel to be due at monotonic time `due`. */
+static void arm_at(struct timer *T, struct hwt_node *n, int64_t due)
+{
+	hwt_worker_add(&T->w, n, hwt_worker_tick_at(&T->w, due));
+}
+
 /* Put `n` on the wheel `delay_ns` after `now`; due at the next dispatch if <= 0. */
 static void arm(struct timer *T, struct hwt_node *n, int64_t now, int64_t delay_ns)
 {
 	if (delay_ns <= 0)
 		hwt_worker_add_due(&T->w, n);
 	else
-		hwt_worker_add(&T->w, n, hwt_worker_tick_at(&T->w, now + delay_ns));
+		arm_at(T, n, now + delay_ns);
 }
 
 static uint64_t next_random(struct timer *T)
@@ -416,12 +418,6 @@ static struct hwt_node *new_timeout(lua_State *L, const struct period *p, int na
 		hwt_setuv(L, h, UV_CALLBACK + 1 + periodic + i);
 	}
 	return n;
-}
-
-/* Put `n` on the wheel to be due at monotonic time `due`. */
-static void arm_at(struct timer *T, struct hwt_node *n, int64_t due)
-{
-	hwt_worker_add(&T->w, n, hwt_worker_tick_at(&T->w, due));
 }
 
 /* Arm an advanced periodic timeout (handle at h) for the period starting at

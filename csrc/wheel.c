@@ -257,12 +257,12 @@ int hwt_wheel_move(struct hwt_wheel *w, struct hwt_node *n, uint64_t expires)
 uint64_t hwt_wheel_alert(const struct hwt_wheel *w, const struct hwt_node *n)
 {
 	unsigned ring = n->slot >> w->bits, lvl = ring / 2;
-	int next = (ring & 1) != w->cur[lvl];
-	uint64_t swap = start_of(w, block_of(w, w->now, lvl + 1) + 1, lvl + 1);
 	uint64_t job = lvl ? start_of(w, block_of(w, n->expires, lvl), lvl) - span(w, lvl) : n->expires;
-	if (next && swap && swap < job)
-		return swap; /* its ring becomes current at the next block */
-	return job;
+	uint64_t swap;
+	if ((ring & 1) == w->cur[lvl])
+		return job; /* a current ring: only its job (or expiry) */
+	swap = start_of(w, block_of(w, w->now, lvl + 1) + 1, lvl + 1); /* it becomes current then */
+	return swap && swap < job ? swap : job;
 }
 
 /* ---- drain jobs ---------------------------------------------------------- */
