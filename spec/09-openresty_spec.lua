@@ -59,6 +59,20 @@ http {
         ngx.say(st.scheduled, " ", st.cancelled)
       }
     }
+    location = /every {   # the table form of every, through the dispatcher
+      content_by_lua_block {
+        local st = package.loaded.hwt_state
+        st.beats = 0
+        local t, err = st.timer:every({ interval = 0.005, rate = true, jitter = 0.2 }, function(h)
+          st.beats = st.beats + 1
+          if st.beats == 5 then h:cancel() end
+        end)
+        ngx.say(t and "ok" or ("refused: " .. tostring(err)))
+      }
+    }
+    location = /beats {
+      content_by_lua_block { ngx.say(package.loaded.hwt_state.beats or -1) }
+    }
     location = /stats {
       content_by_lua_block {
         local st = package.loaded.hwt_state
@@ -168,6 +182,19 @@ describe("OpenResty: hwtimer.ngx in a real nginx", function()
     assert.equal(0, pending)
     local log = io.open(prefix .. "/logs/error.log"):read("*a")
     assert.is_nil(log:find("[error]", 1, true), log)
+  end)
+
+  it("runs a periodic timeout given as a table, cancelled from its callback", function()
+    local status, body = get(port, "/every")
+    assert.equal(200, status, body)
+    assert.equal("ok\n", body)
+    local beats
+    for _ = 1, 100 do
+      beats = tonumber((select(2, get(port, "/beats"))))
+      if beats == 5 then break end
+      require("socket").sleep(0.02)
+    end
+    assert.equal(5, beats)
   end)
 
   it("examples/openresty/nginx.conf runs as documented", function()

@@ -86,11 +86,12 @@ function Dispatcher:schedule(delay, callback, ...)
   return t, err
 end
 
---- As timer:every, waking the dispatcher when needed.
+--- As timer:every (a number or { interval = ..., rate = ..., jitter = ... }),
+-- waking the dispatcher when needed.
 function Dispatcher:every(interval, callback, ...)
-  local t = self.timer:every(interval, callback, ...)
-  nudge(self, interval)
-  return t
+  local t, err = self.timer:every(interval, callback, ...)
+  if t then nudge(self, type(interval) == "table" and interval.interval or interval) end
+  return t, err
 end
 
 function Dispatcher:pending()
