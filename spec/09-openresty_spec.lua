@@ -110,8 +110,18 @@ local function numbers(s)
   return t
 end
 
+-- nginx's workers run as the user tests run as (as root, nginx would switch
+-- them to `nobody`, who may not read a checkout such as a 0700 temp dir).
+local function as_test_user(conf)
+  local p = io.popen("id -un")
+  local user = p:read("*l")
+  p:close()
+  return (conf:gsub("worker_processes 1;", "worker_processes 1;\nuser " .. user .. ";", 1))
+end
+
 -- Start nginx with `conf` in a fresh prefix; returns the prefix and a stop function.
 local function start_nginx(conf)
+  conf = as_test_user(conf)
   local prefix = os.tmpname()
   os.remove(prefix)
   assert(os.execute("mkdir -p " .. prefix .. "/logs " .. prefix .. "/conf"))
