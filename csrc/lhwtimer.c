@@ -583,17 +583,21 @@ static void finish_current(lua_State *L, struct timer *T, int mt)
 		next_period(L, T, mt, n);
 }
 
-/* Push the callback of `n` and its arguments; returns how many arguments. */
-static int push_call(lua_State *L, int mt, struct hwt_node *n)
+/* Push the callback of `n`, its handle and its arguments above run_batch's
+ * two slots (T, handle metatable); returns how many arguments. */
+static int push_call(lua_State *L, struct hwt_node *n)
 {
-	int h, i, first = UV_CALLBACK + 1 + (is_periodic(n) ? 1 : 0);
-	lua_rawgeti(L, mt, (lua_Integer)n->owner_word);
-	h = lua_gettop(L);
-	luaL_checkstack(L, n->owner_byte + 2, "too many callback arguments");
-	hwt_getuv(L, h, UV_CALLBACK);
-	lua_pushvalue(L, h);
+	int i, first = UV_CALLBACK + 1 + (is_periodic(n) ? 1 : 0);
+	/* A C frame starts with LUA_MINSTACK free slots: enough for the callback,
+	 * the handle, the arguments and hwt_getuv's scratch slot unless the
+	 * argument list is long. */
+	if (n->owner_byte > LUA_MINSTACK - 3)
+		luaL_checkstack(L, n->owner_byte + 3, "too many callback arguments");
+	lua_rawgeti(L, 2, (lua_Integer)n->owner_word); /* the handle, at 3 */
+	hwt_getuv(L, 3, UV_CALLBACK);
+	lua_insert(L, 3); /* callback at 3, handle at 4: the call leaves 2 slots */
 	for (i = 0; i < n->owner_byte; i++)
-		hwt_getuv(L, h, first + i);
+		hwt_getuv(L, 4, first + i);
 	return 1 + n->owner_byte;
 }
 
@@ -616,8 +620,7 @@ static int run_batch(lua_State *L)
 			set_state(n, EXPIRED);
 			T->pending--;
 		}
-		lua_call(L, push_call(L, 2, n), 0);
-		lua_settop(L, 2);
+		lua_call(L, push_call(L, n), 0);
 		finish_current(L, T, 2);
 	}
 	return 0;

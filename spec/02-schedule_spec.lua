@@ -24,6 +24,22 @@ describe("timer:schedule", function()
     assert.equal(3, got[4])
   end)
 
+  it("passes up to 200 arguments, one-shot and periodic", function()
+    local args = {}
+    for i = 1, 200 do args[i] = i end
+    local got, every_got = nil, nil
+    timer:schedule(0, function(...) got = helpers.pack(...) end, helpers.unpack(args))
+    local p
+    p = timer:every(0.001, function(...) every_got = helpers.pack(...); p:cancel() end,
+      helpers.unpack(args))
+    -- dispatched from a fresh coroutine, whose stack starts small
+    coroutine.wrap(function() timer:run(2) end)()
+    for _, g in ipairs({ got, every_got }) do
+      assert.equal(201, g.n)
+      for i = 1, 200 do assert.equal(i, g[i + 1]) end
+    end
+  end)
+
   it("accepts a callable object", function()
     local calls = 0
     local obj = setmetatable({}, { __call = function(self, t) calls = calls + 1 end })
