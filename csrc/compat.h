@@ -57,22 +57,6 @@ static void hwt_setuv(lua_State *L, int idx, int n)
 #endif
 
 #if LUA_VERSION_NUM == 501
-/* lua_rawgetp and lua_rawsetp arrived in 5.2 (LuaJIT lacks them too). */
-static void lua_rawgetp(lua_State *L, int idx, const void *p)
-{
-	idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
-	lua_pushlightuserdata(L, (void *)p);
-	lua_rawget(L, idx);
-}
-
-static void lua_rawsetp(lua_State *L, int idx, const void *p)
-{
-	idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
-	lua_pushlightuserdata(L, (void *)p);
-	lua_insert(L, -2);
-	lua_rawset(L, idx);
-}
-
 #define LUA_OK 0
 
 #if !defined(luaL_newlibtable) /* plain 5.1; LuaJIT 2.1 has these already */
@@ -102,6 +86,13 @@ static void luaL_traceback(lua_State *L, lua_State *L1, const char *msg, int lev
 #define luaL_newlibtable(L, l) lua_createtable((L), 0, sizeof(l) / sizeof((l)[0]) - 1)
 #define luaL_newlib(L, l) (luaL_newlibtable(L, l), luaL_setfuncs(L, l, 0))
 #endif
+#endif
+
+/* A userdata's size in bytes. */
+#if LUA_VERSION_NUM == 501
+#define hwt_rawlen(L, idx) lua_objlen((L), (idx))
+#else
+#define hwt_rawlen(L, idx) lua_rawlen((L), (idx))
 #endif
 
 #if LUA_VERSION_NUM < 503

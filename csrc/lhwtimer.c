@@ -50,11 +50,16 @@ enum { PENDING, EXPIRED, CANCELLED, STATE_MASK = 3, PERIODIC = 4, ADVANCED = 8, 
 #define LATE_BUCKETS 256 /* lateness histogram: 4 buckets per power of two of ns */
 static const char *const state_names[] = { "pending", "expired", "cancelled" };
 
-/* In a handle metatable: under the short string TIMER_FIELD (upvalue 1 of
- * every timeout function, since Lua looks up short strings fastest), a light
- * userdata for the struct timer; under &TIMER_OBJ_KEY, the timer's userdata. */
+/* A timer is known without a metatable lookup: a userdata of exactly
+ * sizeof(struct timer) whose `magic` is the address of TIMER_MAGIC, which no
+ * other module can hold by accident. Each timer has its own metatable for its
+ * timeouts (hidden by __metatable): the timer's userdata at [1], the pins
+ * from [2] on, and under the short string TIMER_FIELD (upvalue 1 of every
+ * timeout function: short strings are Lua's fastest keys) a light userdata
+ * for the struct timer, which is how a timeout is known and finds its timer. */
+static const char TIMER_MAGIC;
+#define PIN_TIMER 1
 #define TIMER_FIELD "__hwtimer.timer"
-static const char TIMER_OBJ_KEY;
 
 struct stats {
 	lua_Integer scheduled, fired, cancelled, errors;
@@ -63,6 +68,7 @@ struct stats {
 };
 
 struct timer {
+	const void *magic;         /* &TIMER_MAGIC */
 	struct hwt_worker w;
 	struct stats life, window;        /* since creation; since stats(true) */
 	int64_t batch_now;                /* clock at the start of this dispatch */
@@ -201,19 +207,22 @@ static int type_error(lua_State *L, int idx, const char *expected)
 	return luaL_argerror(L, idx, lua_pushfstring(L, "%s expected, got %s", expected, got));
 }
 
-/* The timer at idx, whatever its state. Every function that takes a timer
- * has the timer metatable as upvalue 1: identity beats a registry lookup. */
+/* The timer userdata at idx, or NULL (identity: see TIMER_MAGIC). */
+static struct timer *test_timer(lua_State *L, int idx)
+{
+	struct timer *T = (struct timer *)lua_touserdata(L, idx);
+	if (T && hwt_rawlen(L, idx) == sizeof *T && T->magic == &TIMER_MAGIC)
+		return T;
+	return NULL;
+}
+
+/* The timer at idx, whatever its state. */
 static struct timer *to_timer(lua_State *L, int idx)
 {
-	void *p = lua_touserdata(L, idx);
-	if (p && lua_getmetatable(L, idx)) {
-		int same = lua_rawequal(L, -1, lua_upvalueindex(1));
-		lua_pop(L, 1);
-		if (same)
-			return (struct timer *)p;
-	}
-	type_error(L, idx, TIMER_MT);
-	return NULL;
+	struct timer *T = test_timer(L, idx);
+	if (!T)
+		type_error(L, idx, TIMER_MT);
+	return T;
 }
 
 /* The timer at idx, usable from this process. */
@@ -1029,7 +1038,7 @@ static int timeout_timer(lua_State *L)
 {
 	(void)check_timeout(L, 1);
 	lua_getmetatable(L, 1);
-	lua_rawgetp(L, -1, &TIMER_OBJ_KEY);
+	lua_rawgeti(L, -1, PIN_TIMER);
 	return 1;
 }
 
@@ -1145,7 +1154,7 @@ static void new_handle_metatable(lua_State *L, int ud, struct timer *T)
 	lua_createtable(L, 0, 6);
 	lua_pushvalue(L, lua_upvalueindex(2));
 	lua_setfield(L, -2, "__index");
-	lua_pushvalue(L, lua_upvalueindex(3));
+	lua_pushliteral(L, TIMER_FIELD);
 	lua_pushcclosure(L, timeout_tostring, 1);
 	lua_setfield(L, -2, "__tostring");
 	lua_pushliteral(L, TIMEOUT_NAME);
@@ -1155,7 +1164,8 @@ static void new_handle_metatable(lua_State *L, int ud, struct timer *T)
 	lua_pushlightuserdata(L, T);
 	lua_setfield(L, -2, TIMER_FIELD);
 	lua_pushvalue(L, ud);
-	lua_rawsetp(L, -2, &TIMER_OBJ_KEY);
+	lua_rawseti(L, -2, PIN_TIMER);
+	T->npins = PIN_TIMER; /* pins follow it */
 }
 
 static int hwtimer_new(lua_State *L)
@@ -1167,6 +1177,7 @@ static int hwtimer_new(lua_State *L)
 	T = hwt_newuserdata(L, sizeof *T, 2);
 	ud = lua_gettop(L);
 	memset(T, 0, sizeof *T);
+	T->magic = &TIMER_MAGIC;
 	T->stopped = 1; /* until the worker runs: __gc must not touch it */
 	T->forkgen = fork_generation;
 	T->max_pending = o.max_pending;
@@ -1241,37 +1252,26 @@ static const luaL_Reg module_functions[] = {
 	{ NULL, NULL }
 };
 
-/* Stack: ... table upvalue: set `l` into the table, each with the upvalue. */
-static void set_with_upvalue(lua_State *L, const luaL_Reg *l, int table, int upvalue)
-{
-	lua_pushvalue(L, table);
-	lua_pushvalue(L, upvalue);
-	luaL_setfuncs(L, l, 1);
-	lua_pop(L, 1);
-}
-
 int luaopen_hwtimer_core(lua_State *L);
 
 int luaopen_hwtimer_core(lua_State *L)
 {
-	int mt, methods, tmethods;
+	int mt, tmethods;
 	pthread_once(&fork_once, register_fork_handler);
 	hwt_newmetatable(L, TIMER_MT);
 	mt = lua_gettop(L);
+	luaL_setfuncs(L, timer_metamethods, 0);
 	lua_newtable(L);
-	methods = lua_gettop(L);
-	set_with_upvalue(L, timer_methods, methods, mt);
-	set_with_upvalue(L, timer_metamethods, mt, mt);
+	luaL_setfuncs(L, timer_methods, 0);
 	lua_setfield(L, mt, "__index");
 	lua_newtable(L);
-	tmethods = lua_gettop(L);
 	lua_pushliteral(L, TIMER_FIELD);
 	luaL_setfuncs(L, timeout_methods, 1);
+	tmethods = lua_gettop(L);
 	luaL_newlibtable(L, module_functions);
 	lua_pushvalue(L, mt);
 	lua_pushvalue(L, tmethods);
-	lua_pushliteral(L, TIMER_FIELD);
-	luaL_setfuncs(L, module_functions, 3);
+	luaL_setfuncs(L, module_functions, 2); /* hwtimer.new's upvalues */
 	lua_pushliteral(L, HWT_VERSION);
 	lua_setfield(L, -2, "_VERSION");
 	return 1;

@@ -130,6 +130,13 @@ describe("timer:schedule", function()
     it("raises for a wrong self", function()
       assert.has_error(function() timer.schedule({}, 1, f) end,
         "bad argument #1 to 'schedule' (hwtimer.timer expected, got table)")
+      -- other userdata: another library's, and one of our timeout handles
+      assert.has_error(function() timer.schedule(io.stdout, 1, f) end,
+        "bad argument #1 to 'schedule' (hwtimer.timer expected, got " .. helpers.type_name(io.stdout) .. ")")
+      local t = timer:schedule(1, f)
+      assert.has_error(function() timer.schedule(t, 1, f) end,
+        "bad argument #1 to 'schedule' (hwtimer.timer expected, got hwtimer.timeout)")
+      assert.equal(1, timer:pending())
     end)
 
     it("raises for too many callback arguments", function()

@@ -137,6 +137,10 @@ describe("timeout handle", function()
       local call = helpers.load("local t, x = ... local r = t." .. m .. "(x) return r")
       assert.has_error(function() call(t, timer) end,
         "bad argument #1 to '" .. m .. "' (hwtimer.timeout expected, got hwtimer.timer)")
+      assert.has_error(function() call(t, io.stdout) end,
+        "bad argument #1 to '" .. m .. "' (hwtimer.timeout expected, got " .. helpers.type_name(io.stdout) .. ")")
+      assert.has_error(function() call(t, {}) end,
+        "bad argument #1 to '" .. m .. "' (hwtimer.timeout expected, got table)")
     end
   end)
 end)

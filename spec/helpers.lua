@@ -67,6 +67,12 @@ function helpers.pid()
   return pid
 end
 
+-- The name a type error gives for v: its metatable's __name (5.3 on), else its type.
+function helpers.type_name(v)
+  local mt = getmetatable(v)
+  return type(mt) == "table" and rawget(mt, "__name") or type(v)
+end
+
 function helpers.busy(secs)
   local t = hwtimer.now() + secs
   while hwtimer.now() < t do end
