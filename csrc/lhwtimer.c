@@ -907,7 +907,13 @@ static int timer_tostring(lua_State *L)
 static int timeout_cancel(lua_State *L)
 {
 	struct timer *T;
-	struct hwt_node *n;
+	struct hwt_node *n = (struct hwt_node *)lua_touserdata(L, 1);
+	/* First of all: with deadlines scattered over a big wheel the unlink's
+	 * two neighbours are cache misses, and the unlock would wait for the
+	 * writes to them. Fetching them now overlaps that with the checks. A
+	 * userdata of a node's size that is not one prefetches harmless junk. */
+	if (n && hwt_rawlen(L, 1) == sizeof *n)
+		hwt_list_prefetch_neighbours(&n->link);
 	lua_settop(L, 1);
 	n = to_timeout_mt(L, 1, &T); /* the handle metatable is now at 2 */
 	if (forked(T))
