@@ -193,7 +193,9 @@ static void check_callable(lua_State *L, int idx)
 
 static lua_Number check_finite(lua_State *L, int idx)
 {
-	lua_Number x = luaL_checknumber(L, idx);
+	lua_Number x = lua_tonumber(L, idx); /* 0 for a non-number */
+	if (x == 0 && !lua_isnumber(L, idx))
+		luaL_checknumber(L, idx); /* raises the standard message */
 	if (x != x || x == HUGE_VAL || x == -HUGE_VAL)
 		luaL_argerror(L, idx, "finite number expected");
 	return x;
@@ -473,10 +475,8 @@ static int schedule(lua_State *L, int periodic)
 	n = new_timeout(L, periodic ? &p : NULL, nargs);
 	h = lua_gettop(L);
 	hwt_getuv(L, 1, UV_HANDLE_MT);
-	lua_pushvalue(L, -1);
-	lua_setmetatable(L, h);
 	pin(L, T, h + 1, h, n);
-	lua_settop(L, h);
+	lua_setmetatable(L, h);
 	T->pending++;
 	COUNT(T, scheduled);
 	if (periodic && p.advanced)
