@@ -6,10 +6,12 @@
  * allocates one userdata and nothing else.
  *
  * Each timer makes the metatable of its own timeouts ("handle metatable").
- * That metatable holds the timer (so a handle keeps its timer alive without a
- * reference of its own) and, in its array part, the pending handles: the pins
- * that keep a dropped handle's timeout alive. Pin i is the node's owner_word;
- * unpinning moves the last pin into the hole, so the array stays dense.
+ * That metatable holds the timer at [1] (so a handle keeps its timer alive
+ * without a reference of its own) and, in the rest of its array part, the
+ * pending handles: the pins that keep a dropped handle's timeout alive. Pin i
+ * is the node's owner_word; unpinning stores nil there and pushes i on a free
+ * stack that the next pin pops, so the array stays as long as the most
+ * timeouts ever pending at once.
  *
  * State changes only here, on the Lua thread: the worker thread only moves
  * nodes between the wheel's lists, under the worker's lock.
