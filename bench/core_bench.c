@@ -50,7 +50,7 @@ static double w1_pass(struct hwt_worker *w, int locked, struct hwt_node *nodes,
 	t0 = hwt_clock_ns();
 	for (i = 0; i < n; i++)
 		if (locked)
-			hwt_worker_add(w, &nodes[i], w->wheel.now + d[i]);
+			hwt_worker_add(w, &nodes[i], w->wheel.now + d[i], hwt_worker_time_of(w, w->wheel.now));
 		else
 			hwt_wheel_add(&w->wheel, &nodes[i], w->wheel.now + d[i]);
 	t1 = hwt_clock_ns();
@@ -93,11 +93,12 @@ static void w4(double scale)
 		uint64_t *d = delays(p + pairs);
 		int64_t t0;
 		for (k = 0; k < p; k++)
-			hwt_worker_add(w, &nodes[k], w->wheel.now + d[k]);
+			hwt_worker_add(w, &nodes[k], w->wheel.now + d[k], hwt_worker_time_of(w, w->wheel.now));
 		t0 = hwt_clock_ns();
 		for (k = 0; k < pairs; k++) {
 			hwt_worker_del(w, &nodes[k]);
-			hwt_worker_add(w, &nodes[p + k], w->wheel.now + d[p + k]);
+			hwt_worker_add(w, &nodes[p + k], w->wheel.now + d[p + k],
+				       hwt_worker_time_of(w, w->wheel.now));
 		}
 		printf(" pair_ns_%zu=%.1f", p, (double)(hwt_clock_ns() - t0) / (double)pairs);
 		for (k = pairs; k < p + pairs; k++)

@@ -324,10 +324,10 @@ static void cancel_node(lua_State *L, struct timer *T, int mt, struct hwt_node *
 
 /* ---- scheduling ----------------------------------------------------------- */
 
-/* Put `n` on the wheel to be due at monotonic time `due`. */
-static void arm_at(struct timer *T, struct hwt_node *n, int64_t due)
+/* Put `n` on the wheel to be due at monotonic time `due` (clock read: `now`). */
+static void arm_at(struct timer *T, struct hwt_node *n, int64_t now, int64_t due)
 {
-	hwt_worker_add(&T->w, n, hwt_worker_tick_at(&T->w, due));
+	hwt_worker_add(&T->w, n, hwt_worker_tick_at(&T->w, due), now);
 }
 
 /* Put `n` on the wheel `delay_ns` after `now`; due at the next dispatch if <= 0. */
@@ -336,7 +336,7 @@ static void arm(struct timer *T, struct hwt_node *n, int64_t now, int64_t delay_
 	if (delay_ns <= 0)
 		hwt_worker_add_due(&T->w, n);
 	else
-		arm_at(T, n, now + delay_ns);
+		arm_at(T, n, now, now + delay_ns);
 }
 
 static uint64_t next_random(struct timer *T)
@@ -435,14 +435,14 @@ static struct hwt_node *new_timeout(lua_State *L, const struct period *p, int na
 
 /* Arm an advanced periodic timeout (handle at h) for the period starting at
  * `nominal` ns, storing that start in its schedule table. */
-static void arm_period(lua_State *L, struct timer *T, int h, struct hwt_node *n, int64_t nominal,
-		       const struct period *p)
+static void arm_period(lua_State *L, struct timer *T, int h, struct hwt_node *n, int64_t now,
+		       int64_t nominal, const struct period *p)
 {
 	hwt_getuv(L, h, UV_CALLBACK + 1);
 	lua_pushnumber(L, (lua_Number)nominal);
 	lua_setfield(L, -2, "nominal");
 	lua_pop(L, 1);
-	arm_at(T, n, nominal + jitter_ns(T, p));
+	arm_at(T, n, now, nominal + jitter_ns(T, p));
 }
 
 static int refuse_over_cap(lua_State *L, struct timer *T)
@@ -482,7 +482,7 @@ static int schedule(lua_State *L, int periodic)
 	T->pending++;
 	COUNT(T, scheduled);
 	if (periodic && p.advanced)
-		arm_period(L, T, h, n, now + p.interval, &p);
+		arm_period(L, T, h, n, now, now + p.interval, &p);
 	else
 		arm(T, n, now, periodic ? p.interval : delay);
 	return 1;
@@ -575,7 +575,7 @@ static void next_period(lua_State *L, struct timer *T, int mt, struct hwt_node *
 	} else {
 		next = now + p.interval;
 	}
-	arm_period(L, T, h, n, next, &p);
+	arm_period(L, T, h, n, now, next, &p);
 	lua_settop(L, h - 1);
 }
 
@@ -986,7 +986,7 @@ static int timeout_reset(lua_State *L)
 		hwt_worker_del(&T->w, n);
 		hwt_worker_add_due(&T->w, n);
 	} else {
-		hwt_worker_move(&T->w, n, hwt_worker_tick_at(&T->w, now + delay));
+		hwt_worker_move(&T->w, n, hwt_worker_tick_at(&T->w, now + delay), now);
 	}
 	lua_settop(L, 1);
 	return 1;

@@ -196,17 +196,36 @@ static void notice(struct hwt_worker *w, struct hwt_node *n)
 	}
 }
 
-void hwt_worker_add(struct hwt_worker *w, struct hwt_node *n, uint64_t tick)
+/* Called with the lock held, before placing a node. An idle worker sleeps
+ * without advancing the wheel, so after a quiet spell the wheel's time lags
+ * the clock and a short timeout would be placed a level too high: it would
+ * cost a move down and an extra wake-up, and timeout() would report that
+ * move rather than the deadline. When the lag exceeds a level-0 block and no
+ * event lies in between, jump the wheel to now first, as the worker itself
+ * would on waking; anything due is left to the worker. */
+static void catch_up(struct hwt_worker *w, int64_t now_ns)
+{
+	uint64_t now;
+	if (now_ns < hwt_worker_time_of(w, w->wheel.now + ((uint64_t)1 << w->wheel.bits)))
+		return;
+	now = (uint64_t)((now_ns - w->origin) / w->tick_ns);
+	if (hwt_wheel_next(&w->wheel) > now)
+		hwt_wheel_advance(&w->wheel, now);
+}
+
+void hwt_worker_add(struct hwt_worker *w, struct hwt_node *n, uint64_t tick, int64_t now_ns)
 {
 	pthread_mutex_lock(&w->mu);
+	catch_up(w, now_ns);
 	hwt_wheel_add(&w->wheel, n, tick);
 	notice(w, n);
 	pthread_mutex_unlock(&w->mu);
 }
 
-void hwt_worker_move(struct hwt_worker *w, struct hwt_node *n, uint64_t tick)
+void hwt_worker_move(struct hwt_worker *w, struct hwt_node *n, uint64_t tick, int64_t now_ns)
 {
 	pthread_mutex_lock(&w->mu);
+	catch_up(w, now_ns);
 	if (!hwt_wheel_move(&w->wheel, n, tick))
 		notice(w, n); /* it moved: maybe earlier than the worker plans to wake */
 	pthread_mutex_unlock(&w->mu);

@@ -44,12 +44,14 @@ void hwt_worker_abandon(struct hwt_worker *w);
 uint64_t hwt_worker_tick_at(const struct hwt_worker *w, int64_t deadline_ns);
 /* Monotonic time, in ns, at which tick `tick` begins. */
 int64_t hwt_worker_time_of(const struct hwt_worker *w, uint64_t tick);
-/* Add `n` due at `tick`; wakes the worker if that is earlier than its sleep. */
-void hwt_worker_add(struct hwt_worker *w, struct hwt_node *n, uint64_t tick);
+/* Add `n` due at `tick`; wakes the worker if that is earlier than its sleep.
+ * `now_ns` is the host's clock reading that `tick` was computed from. */
+void hwt_worker_add(struct hwt_worker *w, struct hwt_node *n, uint64_t tick, int64_t now_ns);
 /* Add `n` straight to the due list, expiring at the current tick; signalled at once. */
 void hwt_worker_add_due(struct hwt_worker *w, struct hwt_node *n);
-/* Move `n` (pending anywhere, or detached) to expire at `tick`; wakes the worker if needed. */
-void hwt_worker_move(struct hwt_worker *w, struct hwt_node *n, uint64_t tick);
+/* Move `n` (pending anywhere, or detached) to expire at `tick`; wakes the
+ * worker if needed. `now_ns` as for hwt_worker_add. */
+void hwt_worker_move(struct hwt_worker *w, struct hwt_node *n, uint64_t tick, int64_t now_ns);
 /* Take `n` out of the wheel or the due list. */
 void hwt_worker_del(struct hwt_worker *w, struct hwt_node *n);
 /* Move every due node to the tail of `into` and consume the pipe's byte. */

@@ -41,6 +41,21 @@ describe("polling the timer", function()
       assert.is_true(left >= math.max(0, t:deadline() - after) - 1e-6, tostring(left))
     end)
 
+    it("tells a near deadline to within a tick after the timer sat idle", function()
+      -- An idle worker does not advance the wheel; scheduling must not place
+      -- a short timeout as if no time had passed (a level too high, with
+      -- timeout() reporting the move down instead of the deadline).
+      local tm = hwtimer.new({ tick = 0.001, wheel_size = 16 }) -- level 0: 16 ms
+      require("hwtimer_testutil").sleep(0.1)
+      local t = tm:schedule(0.005, function() end)
+      local before = hwtimer.now()
+      local left = tm:timeout()
+      local after = hwtimer.now()
+      tm:close()
+      assert.is_true(left <= math.max(0, t:deadline() - before) + 1e-6, tostring(left))
+      assert.is_true(left >= math.max(0, t:deadline() - after) - 1e-6, tostring(left))
+    end)
+
     it("is 0 when something is due", function()
       timer:schedule(0, function() end)
       assert.equal(0, timer:timeout())

@@ -91,12 +91,13 @@ describe("timer:every{ interval, rate, jitter }", function()
   -- Timing is read from t:deadline() (the due time of the run in progress), so a
   -- slow host (valgrind) that runs late skips periods but cannot fail the test.
   it("fixed rate: runs start an interval apart however long each run takes", function()
-    local due, starts = {}, {}
+    local due, starts, ends = {}, {}, {}
     local p
     p = timer:every({ interval = 0.02, rate = true }, function(t)
       starts[#starts + 1] = hwtimer.now()
       due[#due + 1] = t:deadline()
       helpers.busy(0.01) -- half an interval: fixed delay would drift by this much a run
+      ends[#ends + 1] = hwtimer.now()
       if #due == 6 then p:cancel() end
     end)
     timer:run(5)
@@ -108,6 +109,10 @@ describe("timer:every{ interval, rate, jitter }", function()
         "run " .. i .. " is off the period grid by " .. (periods % 1) * 0.02 .. " s")
       assert.is_true(due[i] > due[i - 1], "two runs in one period")
       assert.is_true(starts[i] >= due[i], "run " .. i .. " started early")
+      -- a run that ended well before the next period must not skip it
+      if ends[i - 1] < due[i - 1] + 0.02 - 0.005 then
+        assert.is_true(math.abs(due[i] - due[i - 1] - 0.02) < 1e-6, "run " .. i .. " skipped a period")
+      end
     end
   end)
 

@@ -43,6 +43,30 @@ function helpers.thread_count()
   return tonumber(n)
 end
 
+-- A joined thread can still be counted for a moment (the kernel wakes
+-- pthread_join before it unlists the thread), so counts to compare are read
+-- once they hold still, and an expected count is waited for (up to secs).
+function helpers.settled_thread_count()
+  local last, same = helpers.thread_count(), 0
+  while last and same < 5 do
+    require("hwtimer_testutil").sleep(0.002)
+    local n = helpers.thread_count()
+    same = n == last and same + 1 or 0
+    last = n
+  end
+  return last
+end
+
+function helpers.wait_thread_count(n, secs)
+  local limit = hwtimer.now() + (secs or 2)
+  local c = helpers.thread_count()
+  while c ~= n and hwtimer.now() < limit do
+    require("hwtimer_testutil").sleep(0.001)
+    c = helpers.thread_count()
+  end
+  return c
+end
+
 -- Run a Lua snippet in a fresh interpreter with the same paths; returns its
 -- combined output and whether it exited 0.
 function helpers.run_lua(code)
