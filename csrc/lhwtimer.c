@@ -54,11 +54,16 @@ static const char *const state_names[] = { "pending", "expired", "cancelled" };
 
 /* A timer is known without a metatable lookup: a userdata of exactly
  * sizeof(struct timer) whose `magic` is the address of TIMER_MAGIC, which no
- * other module can hold by accident. Each timer has its own metatable for its
- * timeouts (hidden by __metatable): the timer's userdata at [1], the pins
- * from [2] on, and under the short string TIMER_FIELD (upvalue 1 of every
- * timeout function: short strings are Lua's fastest keys) a light userdata
- * for the struct timer, which is how a timeout is known and finds its timer. */
+ * other module can hold by accident. (Only another C module's userdata of
+ * that exact size, left uninitialised over the memory of a freed timer, could
+ * pass; `magic` is not cleared by __gc because 5.2+ may resurrect a closed
+ * timer, whose methods must then say it is stopped.)
+ *
+ * Each timer has its own metatable for its timeouts (hidden by __metatable):
+ * the timer's userdata at [1], the pins from [2] on, and under the short
+ * string TIMER_FIELD (upvalue 1 of every timeout function: short strings are
+ * Lua's fastest keys) a light userdata for the struct timer, which is how a
+ * timeout is known and finds its timer. */
 static const char TIMER_MAGIC;
 #define PIN_TIMER 1
 #define TIMER_FIELD "__hwtimer.timer"
