@@ -209,7 +209,11 @@ static void catch_up(struct hwt_worker *w, int64_t now_ns)
 	if (now_ns < hwt_worker_time_of(w, w->wheel.now + ((uint64_t)1 << w->wheel.bits)))
 		return;
 	now = (uint64_t)((now_ns - w->origin) / w->tick_ns);
-	if (hwt_wheel_next(&w->wheel) > now)
+	/* wake_at never lies after the next event: while the worker sleeps past
+	 * now the jump succeeds, so the lag is fixed in one go and the scan for
+	 * the next event runs at most once a block. Otherwise (the worker is
+	 * awake or about to be) the worker advances the wheel itself. */
+	if (w->wake_at > now && hwt_wheel_next(&w->wheel) > now)
 		hwt_wheel_advance(&w->wheel, now);
 }
 
