@@ -43,6 +43,18 @@ function helpers.thread_count()
   return tonumber(n)
 end
 
+-- Seconds left until `deadline` as reported by `measure()`, checked against
+-- clock reads taken around the call: between deadline - after and
+-- deadline - before, never below 0 (a slow host may already have reached it).
+function helpers.assert_time_left(deadline, measure)
+  local before = hwtimer.now()
+  local left = measure()
+  local after = hwtimer.now()
+  assert(left <= math.max(0, deadline - before) + 1e-6, "later than the deadline: " .. left)
+  assert(left >= math.max(0, deadline - after) - 1e-6, "earlier than the deadline: " .. left)
+  return left
+end
+
 -- A joined thread can still be counted for a moment (the kernel wakes
 -- pthread_join before it unlists the thread), so counts to compare are read
 -- once they hold still, and an expected count is waited for (up to secs).
