@@ -254,9 +254,8 @@ static struct timer *check_live(lua_State *L, int idx)
 
 /* The timeout at idx and its timer: a userdata whose metatable knows a
  * timer. Leaves that metatable (the pins) on top of the stack. */
-static struct hwt_node *to_timeout_mt(lua_State *L, int idx, struct timer **T)
+static struct hwt_node *timeout_from(lua_State *L, int idx, void *p, struct timer **T)
 {
-	void *p = lua_touserdata(L, idx);
 	if (p && lua_getmetatable(L, idx)) {
 		lua_pushvalue(L, lua_upvalueindex(1));
 		lua_rawget(L, -2);
@@ -267,6 +266,12 @@ static struct hwt_node *to_timeout_mt(lua_State *L, int idx, struct timer **T)
 	}
 	type_error(L, idx, TIMEOUT_NAME);
 	return NULL;
+}
+
+/* timeout_from for the value at idx. */
+static struct hwt_node *to_timeout_mt(lua_State *L, int idx, struct timer **T)
+{
+	return timeout_from(L, idx, lua_touserdata(L, idx), T);
 }
 
 static struct hwt_node *to_timeout(lua_State *L, int idx, struct timer **T)
@@ -914,15 +919,17 @@ static int timer_tostring(lua_State *L)
 static int timeout_cancel(lua_State *L)
 {
 	struct timer *T;
-	struct hwt_node *n = (struct hwt_node *)lua_touserdata(L, 1);
+	void *p = lua_touserdata(L, 1);
+	struct hwt_node *n = (struct hwt_node *)p;
+	int mt;
 	/* First of all: with deadlines scattered over a big wheel the unlink's
 	 * two neighbours are cache misses, and the unlock would wait for the
 	 * writes to them. Fetching them now overlaps that with the checks. A
 	 * userdata of a node's size that is not one prefetches harmless junk. */
 	if (n && hwt_rawlen(L, 1) == sizeof *n)
 		hwt_list_prefetch_neighbours(&n->link);
-	lua_settop(L, 1);
-	n = to_timeout_mt(L, 1, &T); /* the handle metatable is now at 2 */
+	n = timeout_from(L, 1, p, &T);
+	mt = lua_gettop(L); /* the handle metatable */
 	if (forked(T))
 		return luaL_error(L, "hwtimer: timeout used in a forked child (timers do not survive fork)");
 	if (state_of(n) != PENDING) {
@@ -933,7 +940,7 @@ static int timeout_cancel(lua_State *L)
 	 * callback runs, maybe nowhere: the slot is the worker's to change, so
 	 * it is read only under the lock, inside hwt_worker_del. */
 	hwt_worker_del(&T->w, n);
-	cancel_node(L, T, 2, n);
+	cancel_node(L, T, mt, n);
 	lua_pushboolean(L, 1);
 	return 1;
 }
