@@ -55,6 +55,30 @@ function helpers.assert_time_left(deadline, measure)
   return left
 end
 
+-- Drop a timer with n timeouts pending (every keep_every-th one watched):
+-- after four full collections the timer and those timeouts must be gone and
+-- the process must have its thread count from before.
+function helpers.assert_dropped_timer_frees(n, keep_every)
+  collectgarbage()
+  collectgarbage()
+  local before = helpers.settled_thread_count()
+  local weak = setmetatable({}, { __mode = "k" })
+  do
+    local timer = hwtimer.new()
+    for i = 1, n do
+      local t = timer:schedule(1 + i % 50, function() end)
+      if i % keep_every == 0 then weak[t] = true end
+    end
+    weak[timer] = true
+  end
+  for _ = 1, 4 do collectgarbage() end
+  assert(next(weak) == nil, "a dropped timer or one of its timeouts is still alive")
+  if before then
+    local now = helpers.wait_thread_count(before)
+    assert(now == before, "threads: " .. before .. " before, " .. now .. " after")
+  end
+end
+
 -- A joined thread can still be counted for a moment (the kernel wakes
 -- pthread_join before it unlists the thread), so counts to compare are read
 -- once they hold still, and an expected count is waited for (up to secs).
