@@ -77,6 +77,10 @@ $(CBUILD)/test_wheel: csrc/test/test_wheel.c $(CORE_SRC) $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -o $@ csrc/test/test_wheel.c csrc/wheel.c $(LDLIBS)
 
+$(CBUILD)/test_worker: csrc/test/test_worker.c $(CORE_SRC) $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) -o $@ csrc/test/test_worker.c $(CORE_SRC) $(LDLIBS)
+
 # ---- Debian packages: installed when root, else the command is printed ------
 
 deps:
@@ -108,8 +112,9 @@ test: deps-test
 test-all:
 	@for v in $(ALL_VERSIONS); do $(MAKE) --no-print-directory test-spec LUA_VERSION=$$v || exit 1; done
 
-test-c: $(CBUILD)/test_wheel
+test-c: $(CBUILD)/test_wheel $(CBUILD)/test_worker
 	$(CBUILD)/test_wheel
+	$(CBUILD)/test_worker
 
 test-spec: $(MODULE) $(TESTUTIL)
 	@echo "== specs on $$($(LUA) -v 2>&1 | head -1)"

@@ -651,7 +651,7 @@ static int run_batch(lua_State *L)
 static lua_Integer run_due(lua_State *L, struct timer *T, lua_Integer max)
 {
 	int mt, mh = 0;
-	hwt_worker_take(&T->w, &T->local);
+	hwt_worker_take(&T->w, &T->local, hwt_clock_ns());
 	hwt_list_splice(&T->batch, &T->local); /* callbacks' new timeouts wait */
 	hwt_getuv(L, 1, UV_HANDLE_MT);
 	mt = lua_gettop(L);
@@ -718,11 +718,31 @@ static int timer_dispatch(lua_State *L)
 static void wait_readable(struct timer *T, int64_t ns)
 {
 	struct pollfd p;
-	int ms = ns < 0 ? -1 : ns > INT64_C(86400000000000) ? 86400000 : (int)((ns + 999999) / 1000000);
 	p.fd = T->w.fds[0];
 	p.events = POLLIN;
 	p.revents = 0;
-	(void)poll(&p, 1, ms); /* EINTR or timeout: the caller just loops */
+	if (ns > INT64_C(86400000000000))
+		ns = INT64_C(86400000000000);
+#if defined(__linux__) || defined(__FreeBSD__) || defined(__OpenBSD__) || defined(__NetBSD__)
+	{ /* to the nanosecond: the wait may end at a deadline */
+		struct timespec ts = hwt_clock_timespec(ns < 0 ? 0 : ns);
+		(void)ppoll(&p, 1, ns < 0 ? NULL : &ts, NULL); /* EINTR or timeout: the caller loops */
+	}
+#else
+	(void)poll(&p, 1, ns < 0 ? -1 : (int)((ns + 999999) / 1000000));
+#endif
+}
+
+/* How long timer:run may sleep: until the wheel's next event, when that lies
+ * ahead, since dispatch can then expire it without the worker's wake-up;
+ * otherwise (the worker has work in hand) until the pipe says. */
+static int64_t sleep_ns(struct timer *T, int limited, int64_t left)
+{
+	uint64_t next = hwt_worker_next(&T->w);
+	int64_t until = next == UINT64_MAX ? -1 : hwt_worker_time_of(&T->w, next) - hwt_clock_ns();
+	if (until <= 0)
+		return limited ? left : -1;
+	return limited && left < until ? left : until;
 }
 
 static int timer_run(lua_State *L)
@@ -740,7 +760,7 @@ static int timer_run(lua_State *L)
 		total += run_due(L, T, LUA_MAXINTEGER);
 		if (T->stopped || T->pending == 0 || (limited && left <= 0))
 			break;
-		wait_readable(T, limited ? left : -1);
+		wait_readable(T, sleep_ns(T, limited, left));
 	}
 	lua_pushinteger(L, total);
 	return 1;

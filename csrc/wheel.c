@@ -408,6 +408,29 @@ void hwt_wheel_advance(struct hwt_wheel *w, uint64_t to)
 		w->now = to;
 }
 
+/* Whether the event at t only expires a level-0 slot: spans of every level
+ * start at multiples of U(1), and so do drain jobs' deadlines (each is the
+ * start of a span), so any other tick enters nothing and finishes no job. */
+static int expiry_only(const struct hwt_wheel *w, uint64_t t)
+{
+	return (t & (span(w, 1) - 1)) != 0;
+}
+
+int hwt_wheel_expire(struct hwt_wheel *w, uint64_t to)
+{
+	for (;;) {
+		uint64_t t = hwt_wheel_next(w);
+		if (t > to)
+			break;
+		if (!expiry_only(w, t))
+			return 0;
+		step_to(w, t);
+	}
+	if (to > w->now)
+		w->now = to;
+	return 1;
+}
+
 void hwt_wheel_collect(struct hwt_wheel *w, struct hwt_link *into)
 {
 	uint32_t slot, heads = (uint32_t)w->levels * 2 << w->bits;

@@ -251,9 +251,23 @@ void hwt_worker_del(struct hwt_worker *w, struct hwt_node *n)
 	pthread_mutex_unlock(&w->mu);
 }
 
-void hwt_worker_take(struct hwt_worker *w, struct hwt_link *into)
+/* Called with the lock held. A host that wakes at a deadline itself (its
+ * poll timed out at timeout()) need not wait for the worker's wake-up and
+ * pipe write, a second wake-up in series: when the worker is due by now, the
+ * host expires the level-0 slots itself. Span entries and drains stay the
+ * worker's, which wakes anyway and finds the rest. */
+static void expire_for_host(struct hwt_worker *w, int64_t now_ns)
+{
+	int64_t d = now_ns - w->origin;
+	uint64_t now = d <= 0 ? 0 : (uint64_t)(d / w->tick_ns);
+	if (w->wake_at <= now && now > w->wheel.now)
+		(void)hwt_wheel_expire(&w->wheel, now);
+}
+
+void hwt_worker_take(struct hwt_worker *w, struct hwt_link *into, int64_t now_ns)
 {
 	pthread_mutex_lock(&w->mu);
+	expire_for_host(w, now_ns);
 	hwt_list_splice(into, &w->wheel.due);
 	if (w->signalled) {
 		w->signalled = 0;

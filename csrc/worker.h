@@ -54,8 +54,10 @@ void hwt_worker_add_due(struct hwt_worker *w, struct hwt_node *n);
 void hwt_worker_move(struct hwt_worker *w, struct hwt_node *n, uint64_t tick, int64_t now_ns);
 /* Take `n` out of the wheel or the due list. */
 void hwt_worker_del(struct hwt_worker *w, struct hwt_node *n);
-/* Move every due node to the tail of `into` and consume the pipe's byte. */
-void hwt_worker_take(struct hwt_worker *w, struct hwt_link *into);
+/* Move every due node to the tail of `into` and consume the pipe's byte.
+ * `now_ns` is the host's clock: what expired by then is taken too, when the
+ * worker has not got to it yet (it is only a level-0 slot's work). */
+void hwt_worker_take(struct hwt_worker *w, struct hwt_link *into, int64_t now_ns);
 /* Make the pipe readable again: the host kept work it has not run yet. */
 void hwt_worker_rearm(struct hwt_worker *w);
 /* After stop: move every node still in the wheel or due to `into`. */

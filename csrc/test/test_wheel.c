@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "../wheel.h"
 
 #define NODES 512
@@ -135,6 +136,49 @@ static void op_advance(struct model *m)
 	verify_due(m);
 }
 
+/* The driver's share of the event at t: a span entered or a drain job due. */
+static int needs_driver(const struct hwt_wheel *w, uint64_t t)
+{
+	unsigned lvl;
+	if ((t & ((UINT64_C(1) << w->bits) - 1)) == 0)
+		return 1;
+	for (lvl = 1; lvl < w->levels; lvl++)
+		if (w->jobs[lvl].src != UINT32_MAX && w->jobs[lvl].deadline <= t)
+			return 1;
+	return 0;
+}
+
+/* The host's cheap advance: it reaches its target or stops right before an
+ * event that is the driver's; either way what it reached is due. */
+static void op_expire(struct model *m)
+{
+	uint64_t next = hwt_wheel_next(&m->w), to = m->w.now;
+	unsigned lvl, levels = m->w.levels;
+	uint8_t cur[64];
+	struct hwt_job jobs[64];
+	if (rnd(m) % 2)
+		to += rnd(m) % 3;
+	else if (next != UINT64_MAX)
+		to = next + rnd(m) % ((uint64_t)1 << m->w.bits);
+	if (to > HWT_TICK_MAX)
+		to = HWT_TICK_MAX;
+	memcpy(cur, m->w.cur, levels * sizeof cur[0]);
+	memcpy(jobs, m->w.jobs, levels * sizeof jobs[0]);
+	if (hwt_wheel_expire(&m->w, to)) {
+		if (m->w.now != to)
+			fail(m, "expire said it reached its target and did not");
+	} else {
+		next = hwt_wheel_next(&m->w);
+		if (m->w.now >= to || next > to || !needs_driver(&m->w, next))
+			fail(m, "expire stopped short without a driver's event in the way");
+	}
+	for (lvl = 0; lvl < levels; lvl++)
+		if (cur[lvl] != m->w.cur[lvl] || (lvl && (jobs[lvl].src != m->w.jobs[lvl].src ||
+							    jobs[lvl].deadline != m->w.jobs[lvl].deadline)))
+			fail(m, "expire did the driver's work (entered a span or drained)");
+	verify_due(m);
+}
+
 /* Re-arm a node (pending or not) to a new expiry, as t:reset does. */
 static void op_move(struct model *m, int i)
 {
@@ -182,11 +226,12 @@ static void run(struct model *m, unsigned bits, unsigned long nops)
 		m->state[i] = OUT;
 	}
 	for (m->ops = 0; m->ops < nops && !(m->in && !m->in_len); m->ops++) {
-		uint64_t r = rnd(m) % 13;
+		uint64_t r = rnd(m) % 14;
 		i = (int)(rnd(m) % NODES);
 		if (r < 5) { if (op_add(m, i)) verify_alert(m, i); }
 		else if (r < 7) op_del(m, i);
 		else if (r == 12) op_move(m, i);
+		else if (r == 13) op_expire(m);
 		else if (r < 9) op_work(m);
 		else op_advance(m);
 		if ((err = hwt_wheel_check(&m->w)))

@@ -1,0 +1,85 @@
+/*
+ * test_worker.c: the host's side of a worker, with no thread started, so
+ * that what the host does itself is seen apart from what the thread does.
+ *
+ * A host that wakes at a deadline takes what is due by its clock reading
+ * without waiting for the worker (level-0 expiries only); anything that needs
+ * the worker (entering a span, draining a level) is left to it.
+ *
+ * usage: test_worker
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include "../clock.h"
+#include "../worker.h"
+
+#define MS INT64_C(1000000)
+
+static int failures;
+
+static void expect(int ok, const char *what)
+{
+	if (!ok) {
+		fprintf(stderr, "test_worker: FAIL: %s\n", what);
+		failures++;
+	}
+}
+
+static int taken(struct hwt_link *into, struct hwt_node *n)
+{
+	struct hwt_link *l;
+	for (l = into->next; l != into; l = l->next)
+		if (l == &n->link)
+			return 1;
+	return 0;
+}
+
+/* A node due 3 ticks ahead is taken by the host once its clock is there,
+ * and not a tick before. */
+static void host_takes_a_level0_expiry(void)
+{
+	struct hwt_worker w;
+	struct hwt_node n;
+	struct hwt_link into;
+	int64_t now;
+	uint64_t tick;
+	expect(hwt_worker_init(&w, MS, 4) == 0, "init");
+	hwt_node_init(&n);
+	hwt_list_init(&into);
+	now = w.origin + MS / 2; /* inside tick 0: 3 ticks ahead stays in level 0's block */
+	tick = hwt_worker_tick_at(&w, now + 2 * MS);
+	hwt_worker_add(&w, &n, tick, now);
+	hwt_worker_take(&w, &into, hwt_worker_time_of(&w, tick) - 1);
+	expect(!taken(&into, &n), "taken before its tick");
+	hwt_worker_take(&w, &into, hwt_worker_time_of(&w, tick));
+	expect(taken(&into, &n), "not taken at its tick with the worker asleep");
+	hwt_worker_destroy(&w);
+}
+
+/* A node in level 1 needs a span entered and a drain: the host leaves it. */
+static void host_leaves_the_worker_its_work(void)
+{
+	struct hwt_worker w;
+	struct hwt_node n;
+	struct hwt_link into;
+	uint64_t tick = 40; /* level 0 has 16 slots: tick 40 sits in level 1 */
+	expect(hwt_worker_init(&w, MS, 4) == 0, "init");
+	hwt_node_init(&n);
+	hwt_list_init(&into);
+	hwt_worker_add(&w, &n, tick, w.origin);
+	hwt_worker_take(&w, &into, hwt_worker_time_of(&w, tick));
+	expect(!taken(&into, &n), "the host entered a span (the worker's work)");
+	expect(n.slot != HWT_SLOT_DUE, "the host drained a level (the worker's work)");
+	hwt_wheel_advance(&w.wheel, tick); /* what the worker does on waking */
+	hwt_worker_take(&w, &into, hwt_worker_time_of(&w, tick));
+	expect(taken(&into, &n), "not taken once the worker advanced");
+	hwt_worker_destroy(&w);
+}
+
+int main(void)
+{
+	host_takes_a_level0_expiry();
+	host_leaves_the_worker_its_work();
+	printf("test_worker: %s\n", failures ? "FAILED" : "2 passed, 0 failed");
+	return failures != 0;
+}
