@@ -723,7 +723,7 @@ static void wait_readable(struct timer *T, int64_t ns)
 	p.revents = 0;
 	if (ns > INT64_C(86400000000000))
 		ns = INT64_C(86400000000000);
-#if defined(__linux__) || defined(__FreeBSD__) || defined(__OpenBSD__) || defined(__NetBSD__)
+#if defined(__linux__) /* ppoll: glibc and musl with _GNU_SOURCE; the BSDs hide it under _POSIX_C_SOURCE */
 	{ /* to the nanosecond: the wait may end at a deadline */
 		struct timespec ts = hwt_clock_timespec(ns < 0 ? 0 : ns);
 		(void)ppoll(&p, 1, ns < 0 ? NULL : &ts, NULL); /* EINTR or timeout: the caller loops */
