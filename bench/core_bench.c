@@ -5,7 +5,7 @@
  * every Lua-side schedule and cancel pays (the thread is not started, so the
  * lock is uncontended).
  *
- * usage: core_bench WORKLOAD [scale]     WORKLOAD: w1 | w4
+ * usage: core_bench WORKLOAD [scale]     WORKLOAD: w1 | w4 | expire
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,16 +109,48 @@ static void w4(double scale)
 	printf("\n");
 }
 
+/* How long the worker holds its lock to expire one crowded slot (W2c's
+ * 200,000 timeouts due at one tick), nodes 96 bytes apart as userdata are,
+ * and out of the cache as after a wait. */
+static void expire(double scale)
+{
+	size_t n = (size_t)(200000 * scale), i, junk_len = (size_t)64 << 20;
+	char *mem = malloc(n * 96), *junk = malloc(junk_len);
+	struct hwt_wheel w;
+	int64_t t0;
+	if (!mem || !junk || hwt_wheel_init(&w, 9)) {
+		fprintf(stderr, "core_bench: out of memory\n");
+		exit(1);
+	}
+	for (i = 0; i < n; i++) {
+		struct hwt_node *node = (struct hwt_node *)(void *)(mem + i * 96);
+		hwt_node_init(node);
+		hwt_wheel_add(&w, node, 500);
+	}
+	hwt_wheel_advance(&w, 499);
+	for (i = 0; i < junk_len; i += 64)
+		junk[i] = (char)i;
+	t0 = hwt_clock_ns();
+	hwt_wheel_advance(&w, 500);
+	printf("system=core workload=expire nodes=%zu expire_us=%.1f\n", n,
+	       (double)(hwt_clock_ns() - t0) / 1e3);
+	hwt_wheel_free(&w);
+	free(junk);
+	free(mem);
+}
+
 int main(int argc, char **argv)
 {
 	double scale = argc > 2 ? atof(argv[2]) : 1;
-	if (argc < 2 || (strcmp(argv[1], "w1") && strcmp(argv[1], "w4"))) {
-		fprintf(stderr, "usage: core_bench w1|w4 [scale]\n");
+	if (argc < 2 || (strcmp(argv[1], "w1") && strcmp(argv[1], "w4") && strcmp(argv[1], "expire"))) {
+		fprintf(stderr, "usage: core_bench w1|w4|expire [scale]\n");
 		return 2;
 	}
 	if (!strcmp(argv[1], "w1"))
 		w1(scale);
-	else
+	else if (!strcmp(argv[1], "w4"))
 		w4(scale);
+	else
+		expire(scale);
 	return 0;
 }

@@ -135,7 +135,6 @@ int hwt_wheel_init(struct hwt_wheel *w, unsigned bits)
 	w->bits = bits;
 	w->levels = (64 + bits - 1) / bits;
 	w->words = bits >= 6 ? 1u << (bits - 6) : 1;
-	w->count = 0;
 	heads = (size_t)w->levels * 2 << bits;
 	w->slots = malloc(heads * sizeof *w->slots);
 	w->occ = calloc((size_t)w->levels * 2 * w->words, sizeof *w->occ);
@@ -176,6 +175,16 @@ void hwt_node_init(struct hwt_node *n)
 
 /* ---- add, delete ------------------------------------------------------- */
 
+/* Whether a linked node is due: in the due list, or in its owner's lists
+ * after being taken from it. A node made due by itself is marked so; a slot
+ * that expires moves to the due list whole, in O(1), leaving its nodes' slot
+ * fields as they were: their expiry, now reached, is what says they are due
+ * (a node in a slot always has expires > now). */
+static int is_due(const struct hwt_wheel *w, const struct hwt_node *n)
+{
+	return n->slot == HWT_SLOT_DUE || n->expires <= w->now;
+}
+
 static void make_due(struct hwt_wheel *w, struct hwt_node *n)
 {
 	n->slot = HWT_SLOT_DUE;
@@ -201,7 +210,6 @@ static void place(struct hwt_wheel *w, struct hwt_node *n)
 	n->slot = (uint16_t)slot_for(w, n->expires);
 	hwt_list_push(&w->slots[n->slot], &n->link);
 	mark(w, n->slot);
-	w->count++;
 }
 
 void hwt_wheel_add(struct hwt_wheel *w, struct hwt_node *n, uint64_t expires)
@@ -224,11 +232,13 @@ void hwt_wheel_del(struct hwt_wheel *w, struct hwt_node *n)
 	uint32_t slot = n->slot;
 	if (slot == HWT_SLOT_NONE)
 		return;
+	if (is_due(w, n)) {
+		hwt_list_unlink(&n->link);
+		n->slot = HWT_SLOT_NONE;
+		return;
+	}
 	hwt_list_unlink(&n->link);
 	n->slot = HWT_SLOT_NONE;
-	if (slot == HWT_SLOT_DUE)
-		return;
-	w->count--;
 	if (hwt_list_empty(&w->slots[slot])) {
 		unsigned lvl = (slot >> w->bits) / 2;
 		unmark(w, slot);
@@ -244,7 +254,7 @@ static int is_job_source(const struct hwt_wheel *w, uint32_t slot)
 
 int hwt_wheel_move(struct hwt_wheel *w, struct hwt_node *n, uint64_t expires)
 {
-	if (n->slot < HWT_SLOT_DUE && expires > w->now && !is_job_source(w, n->slot) &&
+	if (n->slot < HWT_SLOT_DUE && !is_due(w, n) && expires > w->now && !is_job_source(w, n->slot) &&
 	    slot_for(w, expires) == n->slot) {
 		n->expires = expires; /* same slot: nothing to relink */
 		return 1;
@@ -315,15 +325,12 @@ static void enter_span(struct hwt_wheel *w, unsigned lvl, uint64_t t)
 	w->jobs[lvl].deadline = t + span(w, lvl); /* out of level lvl before its span begins */
 }
 
+/* O(1) whatever the slot holds: no node is touched (see is_due). */
 static void expire_slot(struct hwt_wheel *w, uint32_t slot)
 {
-	struct hwt_link *head = &w->slots[slot], *l;
+	struct hwt_link *head = &w->slots[slot];
 	if (hwt_list_empty(head))
 		return;
-	for (l = head->next; l != head; l = l->next) {
-		hwt_container_of(l, struct hwt_node, link)->slot = HWT_SLOT_DUE;
-		w->count--;
-	}
 	hwt_list_splice(&w->due, head);
 	unmark(w, slot);
 }
@@ -380,10 +387,7 @@ uint64_t hwt_wheel_next(const struct hwt_wheel *w)
 {
 	uint64_t best = UINT64_MAX, t;
 	unsigned lvl;
-	uint32_t i;
-	if (!w->count)
-		return UINT64_MAX;
-	i = first_from(w, ring_of(w, 0, 0), 0);
+	uint32_t i = first_from(w, ring_of(w, 0, 0), 0);
 	if (i != NO_SLOT)
 		best = start_of(w, block_of(w, w->now, 1), 1) + i;
 	for (lvl = 1; lvl < w->levels; lvl++) {
@@ -447,7 +451,6 @@ void hwt_wheel_collect(struct hwt_wheel *w, struct hwt_link *into)
 		w->occ[i] = 0;
 	for (i = 0; i < w->levels; i++)
 		w->jobs[i].src = NO_SLOT;
-	w->count = 0;
 }
 
 /* ---- invariant checker ------------------------------------------------- */
@@ -473,7 +476,7 @@ static const char *check_place(const struct hwt_wheel *w, const struct hwt_node 
 	return NULL;
 }
 
-static const char *check_slot(const struct hwt_wheel *w, uint32_t slot, uint64_t *count)
+static const char *check_slot(const struct hwt_wheel *w, uint32_t slot)
 {
 	const struct hwt_link *head = &w->slots[slot], *l;
 	unsigned ring = slot >> w->bits;
@@ -490,7 +493,6 @@ static const char *check_slot(const struct hwt_wheel *w, uint32_t slot, uint64_t
 			return "node records the wrong slot";
 		if ((err = check_place(w, n, slot)))
 			return err;
-		(*count)++;
 	}
 	return NULL;
 }
@@ -521,11 +523,10 @@ static const char *check_jobs(const struct hwt_wheel *w)
 }
 
 /* Walks the occupied slots only (found through the bitmaps), so it is cheap
- * enough to run after every operation; a node in a slot whose bit is clear
- * shows up as a count that disagrees. */
+ * enough to run after every operation. (A node in a slot whose bit is clear
+ * is not seen here; the model test finds it lost when it comes due.) */
 const char *hwt_wheel_check(const struct hwt_wheel *w)
 {
-	uint64_t count = 0;
 	const struct hwt_link *l;
 	const char *err;
 	unsigned ring;
@@ -537,12 +538,12 @@ const char *hwt_wheel_check(const struct hwt_wheel *w)
 		return err;
 	for (ring = 0; ring < w->levels * 2; ring++)
 		for (idx = first_from(w, ring, 0); idx != NO_SLOT; idx = first_from(w, ring, idx + 1))
-			if ((err = check_slot(w, slot_of(w, ring, idx), &count)))
+			if ((err = check_slot(w, slot_of(w, ring, idx))))
 				return err;
-	if (count != w->count)
-		return "node count disagrees with the occupied slots";
-	for (l = w->due.next; l != &w->due; l = l->next)
-		if (hwt_container_of(l, struct hwt_node, link)->slot != HWT_SLOT_DUE)
+	for (l = w->due.next; l != &w->due; l = l->next) {
+		const struct hwt_node *n = hwt_container_of(l, struct hwt_node, link);
+		if (n->slot == HWT_SLOT_NONE || !is_due(w, n))
 			return "bad node in the due list";
+	}
 	return NULL;
 }

@@ -33,7 +33,9 @@
 struct hwt_node {
 	struct hwt_link link;
 	uint64_t expires; /* tick at which the node is due */
-	uint16_t slot;    /* ring << bits | index (< 2^16 - 2), HWT_SLOT_DUE or HWT_SLOT_NONE */
+	/* ring << bits | index (< 2^16 - 2), HWT_SLOT_DUE or HWT_SLOT_NONE; a node
+	 * whose expiry has been reached is due whatever slot it names */
+	uint16_t slot;
 	/* Never touched by the wheel: its owner's, so that a node together with
 	 * the owner's bookkeeping fits in 32 bytes. */
 	uint8_t owner_flags, owner_byte;
@@ -56,7 +58,6 @@ struct hwt_wheel {
 	uint8_t *cur;           /* per level: which of its two rings is current */
 	struct hwt_job *jobs;   /* per level l >= 1: draining level l into l-1 */
 	struct hwt_link due;    /* expired nodes, oldest first */
-	uint64_t count;         /* nodes in slots (not counting `due`) */
 };
 
 /* Smallest `bits` whose 2^bits >= size (at least 1); 0 if size is out of range. */

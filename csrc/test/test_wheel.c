@@ -19,12 +19,15 @@
 
 #define NODES 512
 
-enum { OUT, IN_WHEEL, IN_DUE };
+/* TAKEN: taken from the due list by its owner, not yet run (as dispatch
+ * holds it): still deletable and movable, and the wheel must know it is due. */
+enum { OUT, IN_WHEEL, IN_DUE, TAKEN };
 
 struct model {
 	struct hwt_wheel w;
 	struct hwt_node node[NODES];
 	int state[NODES];
+	struct hwt_link taken;
 	uint64_t rng;
 	const uint8_t *in; /* fuzzing: choices come from here */
 	size_t in_len;
@@ -84,23 +87,40 @@ static void op_del(struct model *m, int i)
 	m->state[i] = OUT;
 }
 
-/* After an advance: exactly the reached nodes are due, then drain them. */
+/* After an advance: exactly the reached nodes are due; the owner takes them
+ * (it runs them later, in op_run, unless they are deleted or moved first). */
 static void verify_due(struct model *m)
 {
 	struct hwt_link *l;
+	char in_due[NODES] = { 0 };
 	int i;
+	for (l = m->w.due.next; l != &m->w.due; l = l->next)
+		in_due[hwt_container_of(l, struct hwt_node, link) - m->node] = 1;
 	for (i = 0; i < NODES; i++)
 		if (m->state[i] == IN_WHEEL && m->node[i].expires <= m->w.now) {
-			if (m->node[i].slot != HWT_SLOT_DUE)
+			if (!in_due[i])
 				fail(m, "a reached node was not made due (lost)");
 			m->state[i] = IN_DUE;
 		}
-	while (!hwt_list_empty(&m->w.due)) {
-		l = m->w.due.next;
+	for (l = m->w.due.next; l != &m->w.due; l = l->next) {
 		i = (int)(hwt_container_of(l, struct hwt_node, link) - m->node);
 		if (m->state[i] != IN_DUE || m->node[i].expires > m->w.now)
 			fail(m, "a node was made due early or twice");
-		hwt_wheel_del(&m->w, &m->node[i]);
+		m->state[i] = TAKEN;
+	}
+	hwt_list_splice(&m->taken, &m->w.due);
+}
+
+/* The owner runs what it took: each node leaves its list, detached. */
+static void op_run(struct model *m)
+{
+	while (!hwt_list_empty(&m->taken)) {
+		struct hwt_node *n = hwt_container_of(m->taken.next, struct hwt_node, link);
+		int i = (int)(n - m->node);
+		if (m->state[i] != TAKEN)
+			fail(m, "the taken list holds a node not taken");
+		hwt_list_unlink(&n->link);
+		n->slot = HWT_SLOT_NONE;
 		m->state[i] = OUT;
 		m->fired++;
 	}
@@ -185,8 +205,6 @@ static void op_move(struct model *m, int i)
 	uint64_t room = HWT_TICK_MAX - m->w.now, delay = 1 + random_delay(m);
 	if (delay > room)
 		delay = room;
-	if (m->state[i] == IN_DUE)
-		return; /* the owner has already taken it, as dispatch would */
 	hwt_wheel_move(&m->w, &m->node[i], m->w.now + delay);
 	m->state[i] = m->node[i].slot == HWT_SLOT_DUE ? IN_DUE : IN_WHEEL;
 }
@@ -225,13 +243,15 @@ static void run(struct model *m, unsigned bits, unsigned long nops)
 		hwt_node_init(&m->node[i]);
 		m->state[i] = OUT;
 	}
+	hwt_list_init(&m->taken);
 	for (m->ops = 0; m->ops < nops && !(m->in && !m->in_len); m->ops++) {
-		uint64_t r = rnd(m) % 14;
+		uint64_t r = rnd(m) % 15;
 		i = (int)(rnd(m) % NODES);
 		if (r < 5) { if (op_add(m, i)) verify_alert(m, i); }
 		else if (r < 7) op_del(m, i);
 		else if (r == 12) op_move(m, i);
 		else if (r == 13) op_expire(m);
+		else if (r == 14) op_run(m);
 		else if (r < 9) op_work(m);
 		else op_advance(m);
 		if ((err = hwt_wheel_check(&m->w)))
