@@ -25,6 +25,11 @@
 #include <stdint.h>
 #include "list.h"
 
+/* Internal to the module (see worker.h). */
+#if defined(__GNUC__)
+#pragma GCC visibility push(hidden)
+#endif
+
 #define HWT_WHEEL_MAX_BITS 12 /* 4096 slots: one 64-bit summary word per ring */
 #define HWT_SLOT_NONE UINT16_MAX
 #define HWT_SLOT_DUE (UINT16_MAX - 1)
@@ -93,5 +98,9 @@ int hwt_wheel_work(struct hwt_wheel *w, unsigned budget);
 void hwt_wheel_collect(struct hwt_wheel *w, struct hwt_link *into);
 /* Walk the whole structure; returns NULL if consistent, else what is broken. */
 const char *hwt_wheel_check(const struct hwt_wheel *w);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #endif

@@ -15,6 +15,13 @@
 #include <stdint.h>
 #include "wheel.h"
 
+/* Internal to the module: called directly, never through the PLT, and not
+ * exported beside luaopen_hwtimer_core. After the #includes, which must keep
+ * their own visibility. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(hidden)
+#endif
+
 struct hwt_worker {
 	pthread_mutex_t mu;     /* guards everything below but the constants */
 	pthread_cond_t cv;      /* worker sleeps here; signalled by add and stop */
@@ -64,5 +71,9 @@ void hwt_worker_rearm(struct hwt_worker *w);
 void hwt_worker_collect(struct hwt_worker *w, struct hwt_link *into);
 /* Tick of the wheel's next event (a lower bound on the next expiry); UINT64_MAX if none. */
 uint64_t hwt_worker_next(struct hwt_worker *w);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #endif

@@ -76,11 +76,44 @@ static void host_leaves_the_worker_its_work(void)
 	hwt_worker_destroy(&w);
 }
 
+/* tick_at is the first tick at or after a time, for every tick length and
+ * span: it agrees with ceil((t - origin) / tick) and with time_of both ways. */
+static void tick_arithmetic_is_exact(void)
+{
+	static const int64_t ticks[] = { 1, 7, 1000, 999983, 1000000, 1000000007, INT64_C(3600000000000) };
+	uint64_t rng = 20261121;
+	unsigned k, i;
+	for (k = 0; k < sizeof ticks / sizeof ticks[0]; k++) {
+		struct hwt_worker w;
+		expect(hwt_worker_init(&w, ticks[k], 4) == 0, "init");
+		for (i = 0; i < 200000; i++) {
+			int64_t d;
+			uint64_t want, got;
+			rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
+			/* spans from 1 ns to 2^62 ns, evenly over their bit lengths */
+			d = (int64_t)((rng * UINT64_C(2685821657736338717)) >> (2 + (i % 62))) + 1;
+			want = (uint64_t)((d + ticks[k] - 1) / ticks[k]);
+			got = hwt_worker_tick_at(&w, w.origin + d);
+			if (got != want) {
+				expect(0, "tick_at disagrees with the division");
+				break;
+			}
+			if (hwt_worker_time_of(&w, got) < w.origin + d ||
+			    (got > 0 && hwt_worker_time_of(&w, got - 1) >= w.origin + d)) {
+				expect(0, "tick_at is not the first tick at or after the time");
+				break;
+			}
+		}
+		hwt_worker_destroy(&w);
+	}
+}
+
 int main(void)
 {
 	host_takes_a_level0_expiry();
 	host_leaves_the_worker_its_work();
+	tick_arithmetic_is_exact();
 	printf("test_worker: the host's side of a worker\n%d passed, %d failed\n",
-	       failures ? 0 : 2, failures);
+	       failures ? 0 : 3, failures);
 	return failures != 0;
 }
