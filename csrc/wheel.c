@@ -230,15 +230,14 @@ void hwt_wheel_add_due(struct hwt_wheel *w, struct hwt_node *n, uint64_t expires
 void hwt_wheel_del(struct hwt_wheel *w, struct hwt_node *n)
 {
 	uint32_t slot = n->slot;
+	int due;
 	if (slot == HWT_SLOT_NONE)
 		return;
-	if (is_due(w, n)) {
-		hwt_list_unlink(&n->link);
-		n->slot = HWT_SLOT_NONE;
-		return;
-	}
+	due = is_due(w, n);
 	hwt_list_unlink(&n->link);
 	n->slot = HWT_SLOT_NONE;
+	if (due)
+		return;
 	if (hwt_list_empty(&w->slots[slot])) {
 		unsigned lvl = (slot >> w->bits) / 2;
 		unmark(w, slot);

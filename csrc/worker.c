@@ -27,10 +27,16 @@ int64_t hwt_worker_time_of(const struct hwt_worker *w, uint64_t tick)
 	return w->origin + (int64_t)tick * w->tick_ns;
 }
 
+/* The tick the monotonic time `now_ns` falls in. */
+static uint64_t tick_of(const struct hwt_worker *w, int64_t now_ns)
+{
+	int64_t d = now_ns - w->origin;
+	return d <= 0 ? 0 : (uint64_t)(d / w->tick_ns); /* round down: never early */
+}
+
 static uint64_t current_tick(const struct hwt_worker *w)
 {
-	int64_t d = hwt_clock_ns() - w->origin;
-	return d <= 0 ? 0 : (uint64_t)(d / w->tick_ns); /* round down: never early */
+	return tick_of(w, hwt_clock_ns());
 }
 
 /* ---- the thread ----------------------------------------------------------- */
@@ -208,7 +214,7 @@ static void catch_up(struct hwt_worker *w, int64_t now_ns)
 	uint64_t now;
 	if (now_ns < hwt_worker_time_of(w, w->wheel.now + ((uint64_t)1 << w->wheel.bits)))
 		return;
-	now = (uint64_t)((now_ns - w->origin) / w->tick_ns);
+	now = tick_of(w, now_ns);
 	/* wake_at never lies after the next event: while the worker sleeps past
 	 * now the jump succeeds, so the lag is fixed in one go and the scan for
 	 * the next event runs at most once a block. Otherwise (the worker is
@@ -258,8 +264,7 @@ void hwt_worker_del(struct hwt_worker *w, struct hwt_node *n)
  * worker's, which wakes anyway and finds the rest. */
 static void expire_for_host(struct hwt_worker *w, int64_t now_ns)
 {
-	int64_t d = now_ns - w->origin;
-	uint64_t now = d <= 0 ? 0 : (uint64_t)(d / w->tick_ns);
+	uint64_t now = tick_of(w, now_ns);
 	if (w->wake_at <= now && now > w->wheel.now)
 		(void)hwt_wheel_expire(&w->wheel, now);
 }
