@@ -651,7 +651,11 @@ static int run_batch(lua_State *L)
 static lua_Integer run_due(lua_State *L, struct timer *T, lua_Integer max)
 {
 	int mt, mh = 0;
-	hwt_worker_take(&T->w, &T->local, hwt_clock_ns());
+	/* One clock read a batch: what the host may expire itself, and the start
+	 * of the batch for the lateness stats (a timeout the worker made due a
+	 * moment after it counts as 0 late). */
+	T->batch_now = hwt_clock_ns();
+	hwt_worker_take(&T->w, &T->local, T->batch_now);
 	hwt_list_splice(&T->batch, &T->local); /* callbacks' new timeouts wait */
 	hwt_getuv(L, 1, UV_HANDLE_MT);
 	mt = lua_gettop(L);
@@ -660,7 +664,6 @@ static lua_Integer run_due(lua_State *L, struct timer *T, lua_Integer max)
 		mh = lua_gettop(L);
 	}
 	T->budget = max;
-	T->batch_now = hwt_clock_ns(); /* one clock read a batch, for the lateness stats */
 	T->dispatching = 1;
 	for (;;) {
 		lua_pushcfunction(L, run_batch);
