@@ -16,7 +16,7 @@
  * State changes only here, on the Lua thread: the worker thread only moves
  * nodes between the wheel's lists, under the worker's lock.
  *
- * Uservalues: timer {1 = handle metatable, 2 = on_error};
+ * Uservalues: timer {1 = handle metatable, 2 = on_error, 3 = wakeup hook};
  * timeout {1 = callback, then the interval if periodic, then the arguments}.
  */
 #if !defined(_GNU_SOURCE)
@@ -41,14 +41,17 @@
 #define MAX_ARGS 200    /* extra arguments carried to a callback (fits owner_byte) */
 #define UV_HANDLE_MT 1
 #define UV_ON_ERROR 2
+#define UV_WAKEUP 3
 #define UV_CALLBACK 1
 
 /* node->owner_flags: the state in the low bits, then flags. A periodic
  * timeout keeps its schedule in uservalue 2: the interval in ns (a number),
  * or with ADVANCED a table {interval = ns, rate = bool, jitter = fraction,
  * nominal = ns of the current period's start}. REARMED: reset from its own
- * callback, so finishing that callback must leave it armed. */
-enum { PENDING, EXPIRED, CANCELLED, STATE_MASK = 3, PERIODIC = 4, ADVANCED = 8, REARMED = 16 };
+ * callback, so finishing that callback must leave it armed. RUNNING: a
+ * periodic timeout handed to the host by take, until timer:done. */
+enum { PENDING, EXPIRED, CANCELLED, STATE_MASK = 3, PERIODIC = 4, ADVANCED = 8, REARMED = 16,
+       RUNNING = 32 };
 #define LATE_BUCKETS 256 /* lateness histogram: 4 buckets per power of two of ns */
 static const char *const state_names[] = { "pending", "expired", "cancelled" };
 
@@ -83,6 +86,8 @@ struct timer {
 	struct hwt_link local;     /* taken from the worker, not yet run */
 	struct hwt_link batch;     /* being run by the current dispatch */
 	struct hwt_node *current;  /* the timeout whose callback runs now */
+	struct hwt_link running;   /* periodic timeouts taken by the host, not yet done */
+	int64_t host_wake;         /* when the host plans to wake (ns); 0: awake or no hook */
 	uint32_t *free_pins;       /* pin slots to reuse, a stack */
 	uint32_t nfree, free_cap;
 	lua_Integer pending;       /* scheduled, neither run nor cancelled */
@@ -91,6 +96,9 @@ struct timer {
 	uint32_t npins;            /* pin slots ever used: the array's length */
 	unsigned long forkgen;     /* fork_generation when the timer was made */
 	int stopped, dispatching, has_on_error;
+	int wake;                  /* a deadline came before host_wake: call the hook */
+	int take_only;             /* the host runs callbacks itself: no dispatch, no run */
+	int has_wakeup;            /* a wakeup hook is set (uservalue 3) */
 };
 
 static int state_of(const struct hwt_node *n) { return n->owner_flags & STATE_MASK; }
@@ -337,16 +345,36 @@ static void cancel_node(lua_State *L, struct timer *T, int mt, struct hwt_node *
 /* Put `n` on the wheel to be due at monotonic time `due` (clock read: `now`). */
 static void arm_at(struct timer *T, struct hwt_node *n, int64_t now, int64_t due)
 {
+	if (due < T->host_wake)
+		T->wake = 1;
 	hwt_worker_add(&T->w, n, hwt_worker_tick_at(&T->w, due), now);
 }
 
 /* Put `n` on the wheel `delay_ns` after `now`; due at the next dispatch if <= 0. */
 static void arm(struct timer *T, struct hwt_node *n, int64_t now, int64_t delay_ns)
 {
-	if (delay_ns <= 0)
-		hwt_worker_add_due(&T->w, n);
-	else
+	if (delay_ns > 0) {
 		arm_at(T, n, now, now + delay_ns);
+		return;
+	}
+	if (T->host_wake > 0)
+		T->wake = 1;
+	hwt_worker_add_due(&T->w, n);
+}
+
+/* A host that sleeps until timer:timeout() and cannot poll the pipe (nginx)
+ * registered a hook: call it once when something became due before the
+ * host's planned wake-up. The hook is glue (it posts a semaphore), never the
+ * user's callback; an error in it is printed, not raised. */
+static void wake_host(lua_State *L, struct timer *T, int ud)
+{
+	T->wake = 0;
+	T->host_wake = 0;
+	hwt_getuv(L, ud, UV_WAKEUP);
+	if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
+		fprintf(stderr, "hwtimer: error in wakeup hook: %s\n", lua_tostring(L, -1));
+		lua_pop(L, 1);
+	}
 }
 
 static uint64_t next_random(struct timer *T)
@@ -495,6 +523,8 @@ static int schedule(lua_State *L, int periodic)
 		arm_period(L, T, h, n, now, now + p.interval, &p);
 	else
 		arm(T, n, now, periodic ? p.interval : delay);
+	if (T->wake)
+		wake_host(L, T, 1);
 	return 1;
 }
 
@@ -680,6 +710,8 @@ static lua_Integer run_due(lua_State *L, struct timer *T, lua_Integer max)
 	}
 	T->dispatching = 0;
 	lua_settop(L, mt - 1);
+	if (T->wake)
+		wake_host(L, T, 1);
 	if (!T->stopped) {
 		hwt_list_splice_front(&T->local, &T->batch);
 		if (!hwt_list_empty(&T->local))
@@ -693,6 +725,9 @@ static struct timer *check_dispatcher(lua_State *L)
 	struct timer *T = check_live(L, 1);
 	if (T->dispatching)
 		luaL_error(L, "hwtimer: dispatch called from inside a timeout callback");
+	if (T->take_only)
+		luaL_error(L, "hwtimer: this timer's callbacks are run by its host's glue (take_only): "
+			   "dispatch and run are not available");
 	return T;
 }
 
@@ -769,6 +804,124 @@ static int timer_run(lua_State *L)
 	return 1;
 }
 
+/* ---- take: the host's own Lua code runs the callbacks ------------------------ */
+/* Hosts whose callbacks may yield (nginx cosockets, cqueues and copas sockets)
+ * cannot run them below dispatch's C frames: a yield there fails, and in nginx
+ * a failed yield leaves the request's coroutine state corrupt. take hands one
+ * due timeout to Lua instead, with its callback and arguments; the host calls
+ * them from a coroutine it owns and reports back with timer:done. */
+
+/* Push the callback and the arguments of `n` (handle at h); returns how many. */
+static int push_task(lua_State *L, struct hwt_node *n, int h)
+{
+	int i, first = UV_CALLBACK + 1 + (is_periodic(n) ? 1 : 0);
+	luaL_checkstack(L, n->owner_byte + 2, "too many callback arguments");
+	hwt_getuv(L, h, UV_CALLBACK);
+	for (i = 0; i < n->owner_byte; i++)
+		hwt_getuv(L, h, first + i);
+	return 1 + n->owner_byte;
+}
+
+/* t, callback, ... = timer:take(): one due timeout, or nothing. A one-shot
+ * timeout is expired and unpinned now (the caller holds the handle); a
+ * periodic one stays pending, RUNNING, until timer:done(t) arms its next run. */
+static int timer_take(lua_State *L)
+{
+	struct timer *T = check_live(L, 1);
+	struct hwt_node *n;
+	int64_t now;
+	if (T->dispatching)
+		return luaL_error(L, "hwtimer: take called from inside a dispatched callback");
+	now = hwt_clock_ns();
+	if (hwt_list_empty(&T->local))
+		hwt_worker_take(&T->w, &T->local, now);
+	if (hwt_list_empty(&T->local))
+		return 0;
+	n = hwt_container_of(T->local.next, struct hwt_node, link);
+	hwt_list_unlink(&n->link);
+	n->slot = HWT_SLOT_NONE;
+	COUNT(T, fired);
+	record_late(T, now - (T->w.origin + (int64_t)n->expires * T->w.tick_ns));
+	lua_settop(L, 1);
+	hwt_getuv(L, 1, UV_HANDLE_MT);
+	lua_rawgeti(L, 2, (lua_Integer)n->owner_word); /* the handle, at 3 */
+	if (is_periodic(n)) {
+		n->owner_flags |= RUNNING;
+		n->slot = HWT_SLOT_DUE; /* in the host's list: hwt_worker_del unlinks it */
+		hwt_list_push(&T->running, &n->link);
+	} else {
+		set_state(n, EXPIRED);
+		T->pending--;
+		unpin(L, T, 2, n);
+	}
+	return 1 + push_task(L, n, 3);
+}
+
+/* timer:done(t, [ok]): the callback of a taken timeout returned (ok true or
+ * absent) or raised (ok false: counted in errors). A periodic timeout starts
+ * its next period now, unless it was cancelled or re-armed meanwhile. */
+static int timer_done(lua_State *L)
+{
+	struct timer *T = to_timer(L, 1);
+	struct timer *owner;
+	struct hwt_node *n;
+	int mt;
+	lua_settop(L, 3);
+	n = (struct hwt_node *)lua_touserdata(L, 2);
+	owner = NULL;
+	if (n && lua_getmetatable(L, 2)) { /* a timer method: no TIMER_FIELD upvalue */
+		lua_getfield(L, 4, TIMER_FIELD);
+		owner = (struct timer *)lua_touserdata(L, -1);
+		lua_pop(L, 1);
+	}
+	if (!owner || owner != T)
+		return type_error(L, 2, "hwtimer.timeout of this timer");
+	mt = 4;
+	if (lua_isboolean(L, 3) && !lua_toboolean(L, 3))
+		COUNT(T, errors);
+	if (!(n->owner_flags & RUNNING))
+		return 0; /* one-shot, or done already */
+	n->owner_flags &= (uint8_t)~RUNNING;
+	if (n->owner_flags & REARMED) {
+		n->owner_flags &= (uint8_t)~REARMED;
+		return 0;
+	}
+	if (state_of(n) != PENDING || T->stopped)
+		return 0;
+	hwt_list_unlink(&n->link); /* from T->running: the worker never sees that list */
+	n->slot = HWT_SLOT_NONE;
+	next_period(L, T, mt, n);
+	if (T->wake) {
+		lua_rawgeti(L, mt, PIN_TIMER);
+		wake_host(L, T, lua_gettop(L));
+	}
+	return 0;
+}
+
+/* timer:wakeup(fn): fn() is called (once) when a schedule, every, reset or a
+ * periodic run makes something due before the host's planned wake-up, which
+ * is the time the last timer:timeout() returned. For hosts that sleep on
+ * something other than the pipe (an nginx semaphore). nil removes it. */
+static int timer_wakeup(lua_State *L)
+{
+	struct timer *T = check_live(L, 1);
+	if (!lua_isnoneornil(L, 2))
+		check_callable(L, 2);
+	lua_settop(L, 2);
+	T->has_wakeup = !lua_isnil(L, 2);
+	hwt_setuv(L, 1, UV_WAKEUP);
+	T->host_wake = 0;
+	T->wake = 0;
+	return 0;
+}
+
+/* timer:take_only(): from now on dispatch and run raise; only take runs callbacks. */
+static int timer_take_only(lua_State *L)
+{
+	check_live(L, 1)->take_only = 1;
+	return 0;
+}
+
 /* ---- stop, close, collect --------------------------------------------------- */
 
 /* Cancel everything still pending (timer at index 1), appending the handles
@@ -781,6 +934,7 @@ static void cancel_all(lua_State *L, struct timer *T, int list)
 	hwt_worker_collect(&T->w, &all);
 	hwt_list_splice(&all, &T->local);
 	hwt_list_splice(&all, &T->batch);
+	hwt_list_splice(&all, &T->running);
 	hwt_getuv(L, 1, UV_HANDLE_MT);
 	mt = lua_gettop(L);
 	if (T->current && state_of(T->current) == PENDING && !(T->current->owner_flags & REARMED))
@@ -862,22 +1016,28 @@ static int timer_events(lua_State *L)
 	return 1;
 }
 
+/* timer:timeout(): seconds to the next event, 0 if due now, nil if none.
+ * With a wakeup hook, the answer is taken as the host's planned wake-up. */
 static int timer_timeout(lua_State *L)
 {
 	struct timer *T = check_live(L, 1);
 	uint64_t next;
-	int64_t left;
+	int64_t now, at;
 	if (!hwt_list_empty(&T->local)) {
+		T->host_wake = 0;
 		lua_pushnumber(L, 0);
 		return 1;
 	}
 	next = hwt_worker_next(&T->w);
 	if (next == UINT64_MAX) {
+		T->host_wake = T->has_wakeup ? INT64_MAX : 0;
 		lua_pushnil(L);
 		return 1;
 	}
-	left = hwt_worker_time_of(&T->w, next) - hwt_clock_ns();
-	lua_pushnumber(L, left > 0 ? ns_to_s(left) : 0);
+	now = hwt_clock_ns();
+	at = hwt_worker_time_of(&T->w, next);
+	T->host_wake = T->has_wakeup && at > now ? at : 0;
+	lua_pushnumber(L, at > now ? ns_to_s(at - now) : 0);
 	return 1;
 }
 
@@ -1010,8 +1170,10 @@ static int timeout_reset(lua_State *L)
 		T->pending++;
 		COUNT(T, scheduled);
 	}
-	if (n == T->current)
+	if (n == T->current || (n->owner_flags & RUNNING))
 		n->owner_flags |= REARMED;
+	if (delay <= 0 ? T->host_wake > 0 : now + delay < T->host_wake)
+		T->wake = 1;
 	if (n->owner_flags & ADVANCED) { /* later periods count from here */
 		hwt_getuv(L, 1, UV_CALLBACK + 1);
 		lua_pushnumber(L, (lua_Number)(now + delay));
@@ -1022,6 +1184,10 @@ static int timeout_reset(lua_State *L)
 		hwt_worker_add_due(&T->w, n);
 	} else {
 		hwt_worker_move(&T->w, n, hwt_worker_tick_at(&T->w, now + delay), now);
+	}
+	if (T->wake) {
+		lua_rawgeti(L, 3, PIN_TIMER);
+		wake_host(L, T, lua_gettop(L));
 	}
 	lua_settop(L, 1);
 	return 1;
@@ -1085,11 +1251,12 @@ static int timeout_timer(lua_State *L)
 	return 1;
 }
 
+/* t:task(): the callback, then the arguments it is called with after t. */
 static int timeout_task(lua_State *L)
 {
-	(void)check_timeout(L, 1);
-	hwt_getuv(L, 1, UV_CALLBACK);
-	return 1;
+	struct hwt_node *n = check_timeout(L, 1);
+	lua_settop(L, 1);
+	return push_task(L, n, 1);
 }
 
 static int timeout_tostring(lua_State *L)
@@ -1217,7 +1384,7 @@ static int hwtimer_new(lua_State *L)
 	struct timer *T;
 	int ud, failed;
 	read_options(L, &o);
-	T = hwt_newuserdata(L, sizeof *T, 2);
+	T = hwt_newuserdata(L, sizeof *T, 3);
 	ud = lua_gettop(L);
 	memset(T, 0, sizeof *T);
 	T->magic = &TIMER_MAGIC;
@@ -1227,6 +1394,7 @@ static int hwtimer_new(lua_State *L)
 	T->rng = ((uint64_t)hwt_clock_ns() ^ (uint64_t)(uintptr_t)T) | 1;
 	hwt_list_init(&T->local);
 	hwt_list_init(&T->batch);
+	hwt_list_init(&T->running);
 	lua_pushvalue(L, lua_upvalueindex(1));
 	lua_setmetatable(L, ud);
 	new_handle_metatable(L, ud, T);
@@ -1262,6 +1430,10 @@ static const luaL_Reg timer_methods[] = {
 	{ "events", timer_events },
 	{ "timeout", timer_timeout },
 	{ "stats", timer_stats },
+	{ "take", timer_take },
+	{ "done", timer_done },
+	{ "wakeup", timer_wakeup },
+	{ "take_only", timer_take_only },
 	{ "stop", timer_stop },
 	{ "close", timer_close },
 	{ NULL, NULL }
