@@ -19,6 +19,7 @@ build = {
   type = "builtin",
   modules = {
     ["hwtimer"] = "lua/hwtimer.lua",
+    ["hwtimer.retry"] = "lua/hwtimer/retry.lua",
     ["hwtimer.luv"] = "lua/hwtimer/luv.lua",
     ["hwtimer.cqueues"] = "lua/hwtimer/cqueues.lua",
     ["hwtimer.copas"] = "lua/hwtimer/copas.lua",

@@ -53,7 +53,8 @@ describe("API reference (README)", function()
   it("documents every public function of the Lua modules", function()
     local modules = {
       { "lua/hwtimer.lua", "^function hwtimer%.([%w_]+)", "hwtimer.%s(" },
-      { "lua/hwtimer.lua", "^function Retry:([%w_]+)", "r:%s(" },
+      { "lua/hwtimer/retry.lua", "^function M%.([%w_]+)", "hwtimer.%s(" },
+      { "lua/hwtimer/retry.lua", "^function Retry:(%a[%w_]*)", "r:%s(" }, -- not __tostring
       { "lua/hwtimer/luv.lua", "^function M%.([%w_]+)", 'require("hwtimer.luv").%s(' },
       { "lua/hwtimer/cqueues.lua", "^function M%.([%w_]+)", 'require("hwtimer.cqueues").%s(' },
       { "lua/hwtimer/copas.lua", "^function M%.([%w_]+)", 'require("hwtimer.copas").%s(' },

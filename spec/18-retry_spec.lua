@@ -1,0 +1,361 @@
+-- hwtimer.retry: every retry ends in a final state and says why; the time
+-- limit, the retry_if predicate, last_error, next_attempt, __tostring; bad
+-- arguments; timers that are proxy objects; fn that yields.
+local hwtimer = require("hwtimer")
+local helpers = require("spec.helpers")
+
+-- Run the timer for up to `secs` or until r has ended.
+local function settle(timer, r, secs)
+  helpers.wait_until(timer, function() return r:state() ~= "running" end, secs or 2)
+end
+
+local function fail() return nil, "down" end
+
+describe("hwtimer.retry ends in a final state", function()
+  local timer, timer_errors
+  before_each(function()
+    timer_errors = {}
+    timer = hwtimer.new({ on_error = function(err) timer_errors[#timer_errors + 1] = err end })
+  end)
+  after_each(function() timer:close() end)
+
+  it("when on_failure raises: the retry goes on, the error goes to on_error", function()
+    local seen, hook_errors, r = {}, {}, nil
+    r = hwtimer.retry(timer, fail, {
+      attempts = 3, delay = 0.001, jitter = 0,
+      on_failure = function(_, n) seen[#seen + 1] = n; error("hook " .. n, 0) end,
+      on_error = function(err, rr) hook_errors[#hook_errors + 1] = err; assert(rr == r) end,
+    })
+    settle(timer, r)
+    assert.same({ "failed", "attempts used up" }, { r:state() })
+    assert.same({ 1, 2, 3 }, seen)
+    assert.same({ "hook 1", "hook 2", "hook 3" }, hook_errors)
+    assert.same({}, timer_errors)
+  end)
+
+  it("when on_failure raises and there is no on_error: the timer's on_error gets it", function()
+    local r = hwtimer.retry(timer, fail, {
+      attempts = 2, delay = 0.001, on_failure = function() error("hook", 0) end })
+    settle(timer, r)
+    assert.equal("failed", r:state())
+    assert.same({ "hook", "hook" }, timer_errors)
+  end)
+
+  it("when max_pending refuses a later attempt: failed, the refusal reaches on_error", function()
+    local capped = hwtimer.new({ max_pending = 1, on_error = function() end })
+    local refusals, last_flags = {}, {}
+    local r = hwtimer.retry(capped, function()
+      capped:schedule(10, function() end) -- takes the only slot
+      return nil, "down"
+    end, {
+      on_failure = function(err, n, last) last_flags[#last_flags + 1] = { err, n, last } end,
+      on_error = function(err) refusals[#refusals + 1] = err end,
+    })
+    capped:dispatch()
+    local state, reason = r:state()
+    assert.equal("failed", state)
+    assert.matches("too many pending timeouts", reason)
+    assert.equal(1, #refusals)
+    assert.matches("too many pending timeouts", refusals[1])
+    assert.same({ { "down", 1, true } }, last_flags) -- on_failure knew it was the last
+    assert.is_nil(r:next_attempt())
+    capped:close()
+  end)
+
+  it("when max_pending refuses and there is no on_error: the timer's on_error gets the refusal", function()
+    local got
+    local capped = hwtimer.new({ max_pending = 1, on_error = function(err) got = err end })
+    local r = hwtimer.retry(capped, function() capped:schedule(10, print) end)
+    capped:dispatch()
+    assert.equal("failed", r:state())
+    assert.matches("too many pending timeouts", got)
+    capped:close()
+  end)
+
+  for _, how in ipairs({ "stop", "close" }) do
+    it("when its timer:" .. how .. "() runs with an attempt pending: cancelled, 'timer stopped'", function()
+      local calls = 0
+      local r = hwtimer.retry(timer, function() calls = calls + 1 end, { delay = 5 })
+      timer:dispatch()
+      assert.equal("running", r:state())
+      timer[how](timer)
+      assert.same({ "cancelled", "timer stopped" }, { r:state() })
+      assert.is_nil(r:next_attempt())
+      assert.is_false(r:cancel())
+      assert.equal(1, calls)
+      assert.matches("cancelled: timer stopped", tostring(r), 1, true)
+    end)
+  end
+
+  it("when fn stops its own timer: cancelled, not raised", function()
+    local r = hwtimer.retry(timer, function() timer:stop() return nil, "down" end)
+    timer:dispatch()
+    assert.same({ "cancelled", "timer stopped" }, { r:state() })
+    assert.same({}, timer_errors)
+  end)
+
+  it("when fn stops the timer before its first attempt ran (stop from outside)", function()
+    local r = hwtimer.retry(timer, fail)
+    timer:stop()
+    assert.same({ "cancelled", "timer stopped" }, { r:state() })
+    assert.equal(0, r:attempts())
+  end)
+
+  it("when cancelled from inside fn: stays cancelled even if fn then succeeds", function()
+    local r
+    r = hwtimer.retry(timer, function() assert.is_true(r:cancel()) return true end)
+    timer:dispatch()
+    assert.same({ "cancelled", "cancelled" }, { r:state() })
+    assert.equal(0, timer:pending())
+  end)
+
+  it("when on_success raises: succeeded, the error goes to on_error", function()
+    local got
+    local r = hwtimer.retry(timer, function() return "v" end, {
+      on_success = function() error("oops", 0) end, on_error = function(e) got = e end })
+    timer:dispatch()
+    assert.same({ "succeeded" }, { r:state() })
+    assert.equal("oops", got)
+  end)
+
+  it("when on_error itself raises: the timer's on_error gets that", function()
+    local r = hwtimer.retry(timer, fail, { attempts = 1,
+      on_failure = function() error("first", 0) end, on_error = function() error("second", 0) end })
+    timer:dispatch()
+    assert.equal("failed", r:state())
+    assert.same({ "second" }, timer_errors)
+  end)
+end)
+
+describe("hwtimer.retry options", function()
+  local timer
+  before_each(function() timer = hwtimer.new() end)
+  after_each(function() timer:close() end)
+
+  it("max_time: gives up once the next wait would end past the limit", function()
+    local t0 = hwtimer.now()
+    local lasts = {}
+    local r = hwtimer.retry(timer, fail, { attempts = 1000, delay = 0.01, factor = 1, jitter = 0,
+      max_time = 0.055, on_failure = function(_, n, last) lasts[n] = last end })
+    settle(timer, r, 5)
+    local took = hwtimer.now() - t0
+    assert.same({ "failed", "time limit" }, { r:state() })
+    assert.is_true(took < 1, "took " .. took)
+    -- attempts at 0, 10, 20, ... ms: at most six fit in 55 ms, at least one ran
+    assert.is_true(r:attempts() >= 1 and r:attempts() <= 6, "attempts: " .. r:attempts())
+    assert.is_true(lasts[r:attempts()])
+    for n = 1, r:attempts() - 1 do assert.is_false(lasts[n]) end
+  end)
+
+  it("max_time = 0: one attempt, then no more", function()
+    local r = hwtimer.retry(timer, fail, { max_time = 0 })
+    timer:dispatch()
+    assert.same({ "failed", "time limit" }, { r:state() })
+    assert.equal(1, r:attempts())
+  end)
+
+  it("retry_if(err, attempt): an error it rejects ends the retry", function()
+    local asked = {}
+    local r = hwtimer.retry(timer, function(n)
+      if n < 3 then error({ temporary = true }) end
+      error({ temporary = false })
+    end, { delay = 0.001, retry_if = function(err, n)
+      asked[#asked + 1] = n
+      return err.temporary
+    end })
+    settle(timer, r)
+    assert.same({ "failed", "not retryable" }, { r:state() })
+    assert.equal(3, r:attempts())
+    assert.same({ 1, 2, 3 }, asked)
+    assert.is_false(r:last_error().temporary)
+  end)
+
+  it("retry_if is not asked once the attempts are used up; if it raises, failed with that", function()
+    local asked = 0
+    local r = hwtimer.retry(timer, fail, { attempts = 1,
+      retry_if = function() asked = asked + 1 return true end })
+    timer:dispatch()
+    assert.equal(0, asked)
+    assert.same({ "failed", "attempts used up" }, { r:state() })
+    local got
+    local r2 = hwtimer.retry(timer, fail, { retry_if = function() error("bad predicate", 0) end,
+      on_error = function(e) got = e end })
+    timer:dispatch()
+    assert.same({ "failed", "bad predicate" }, { r2:state() })
+    assert.equal("bad predicate", got)
+  end)
+
+  it("r:last_error(): nil before a failure, then the last failure's error", function()
+    local seen, r = {}, nil
+    r = hwtimer.retry(timer, function(n)
+      seen[n] = r:last_error() or "none"
+      if n == 1 then error("raised", 0) end
+      if n == 2 then return false, "returned" end
+      if n == 3 then return nil end
+      return "ok"
+    end, { delay = 0.001 })
+    assert.is_nil(r:last_error())
+    settle(timer, r)
+    -- fn's error, its second value, or "failed" when it returned no error
+    assert.same({ "none", "raised", "returned", "failed" }, seen)
+    assert.equal("succeeded", r:state())
+    assert.equal("failed", r:last_error()) -- a success keeps the error before it
+  end)
+
+  it("r:next_attempt(): the next attempt's due time, nil while one runs and at the end", function()
+    local inside
+    local r
+    local before = hwtimer.now()
+    r = hwtimer.retry(timer, function() inside = r:next_attempt() return nil end,
+      { attempts = 2, delay = 0.2, jitter = 0 })
+    local first = r:next_attempt()
+    assert.is_true(first >= before - 0.002 and first <= hwtimer.now() + 0.002, "first " .. first)
+    local t0 = hwtimer.now()
+    timer:dispatch()
+    local t1 = hwtimer.now()
+    assert.is_nil(inside)
+    local due = r:next_attempt()
+    assert.is_true(due >= t0 + 0.2 and due <= t1 + 0.2 + 0.002, "due " .. due - t1)
+    settle(timer, r)
+    assert.is_true(hwtimer.now() >= due)
+    assert.is_nil(r:next_attempt())
+  end)
+
+  it("tostring(r) shows the state, the attempts, the next attempt and the last error", function()
+    local r = hwtimer.retry(timer, fail, { attempts = 2, delay = 5 })
+    assert.matches("^hwtimer%.retry %(running, 0 attempts, next in 0%.0%d%d s%)$", tostring(r))
+    timer:dispatch()
+    assert.matches("^hwtimer%.retry %(running, 1 attempt, next in [45]%.%d+ s, last error: down%)$",
+      tostring(r))
+    r:cancel()
+    assert.equal("hwtimer.retry (cancelled, 1 attempt, last error: down)", tostring(r))
+    local ok = hwtimer.retry(timer, function() return 1 end)
+    timer:dispatch()
+    assert.equal("hwtimer.retry (succeeded, 1 attempt)", tostring(ok))
+  end)
+end)
+
+describe("hwtimer.retry arguments", function()
+  local timer
+  before_each(function() timer = hwtimer.new() end)
+  after_each(function() timer:close() end)
+
+  it("names a bad timer, Lua style", function()
+    assert.has_error(function() local r = hwtimer.retry(nil, print) return r end,
+      "bad argument #1 to 'retry' (hwtimer.timer expected, got nil)")
+    assert.has_error(function() local r = hwtimer.retry(42, print) return r end,
+      "bad argument #1 to 'retry' (hwtimer.timer expected, got number)")
+    assert.has_error(function() local r = hwtimer.retry({}, print) return r end,
+      "bad argument #1 to 'retry' (hwtimer.timer expected, got table)")
+    assert.has_error(function() local r = hwtimer.retry(io.stdout, print) return r end,
+      "bad argument #1 to 'retry' (hwtimer.timer expected, got " .. helpers.type_name(io.stdout) .. ")")
+  end)
+
+  it("names a bad fn or options table", function()
+    assert.has_error(function() local r = hwtimer.retry(timer, nil) return r end,
+      "bad argument #2 to 'retry' (function or callable object expected, got nil)")
+    assert.has_error(function() local r = hwtimer.retry(timer, print, 5) return r end,
+      "bad argument #3 to 'retry' (table expected, got number)")
+  end)
+
+  it("rejects unknown option keys, naming the key", function()
+    assert.has_error(function() local r = hwtimer.retry(timer, print, { tries = 3 }) return r end,
+      "bad argument #3 to 'retry' (unknown option 'tries')")
+    assert.equal(0, timer:pending()) -- nothing was scheduled
+  end)
+
+  it("rejects bad option values, naming the option", function()
+    local cases = {
+      { { delay = -1 }, "option 'delay': number of seconds from 0 to 1e9 expected" },
+      { { max_delay = 2e9 }, "option 'max_delay': number of seconds from 0 to 1e9 expected" },
+      { { max_time = 0 / 0 }, "option 'max_time': number of seconds from 0 to 1e9 expected" },
+      { { factor = 0 }, "option 'factor': positive number expected" },
+      { { jitter = 1.5 }, "option 'jitter': number from 0 to 1 expected" },
+      { { attempts = 2.5 }, "option 'attempts': positive integer expected" },
+      { { retry_if = true }, "option 'retry_if': function expected" },
+      { { on_error = "x" }, "option 'on_error': function expected" },
+    }
+    for _, c in ipairs(cases) do
+      assert.has_error(function() local r = hwtimer.retry(timer, print, c[1]) return r end,
+        "bad argument #3 to 'retry' (" .. c[2] .. ")")
+    end
+  end)
+
+  it("accepts any object with a schedule method (the OpenResty glue's proxy table)", function()
+    local counted = {}
+    local proxy = {
+      schedule = function(_, ...) return timer:schedule(...) end,
+      count = function(self, name) assert(self.schedule); counted[#counted + 1] = name end,
+    }
+    local r = hwtimer.retry(proxy, function(n) return n == 2 end, { delay = 0.001 })
+    local r2 = hwtimer.retry(proxy, fail, { attempts = 1 })
+    settle(timer, r)
+    settle(timer, r2)
+    assert.equal("succeeded", r:state())
+    assert.equal("failed", r2:state())
+    table.sort(counted)
+    assert.same({ "retry_failed", "retry_started", "retry_started", "retry_succeeded" }, counted)
+  end)
+
+  it("counts retries in the timer's stats when the timer has timer:count", function()
+    if not timer.count then return pending("timer:count is not in this build") end
+    local before = timer:stats()
+    hwtimer.retry(timer, function() return true end)
+    hwtimer.retry(timer, fail, { attempts = 1 })
+    hwtimer.retry(timer, fail):cancel()
+    timer:dispatch()
+    local s = timer:stats()
+    assert.equal(3, s.retry_started - (before.retry_started or 0))
+    assert.equal(1, s.retry_succeeded - (before.retry_succeeded or 0))
+    assert.equal(1, s.retry_failed - (before.retry_failed or 0))
+  end)
+
+  it("returns nil, message when the timer refuses the first attempt", function()
+    local capped = hwtimer.new({ max_pending = 1 })
+    capped:schedule(10, print)
+    local r, err = hwtimer.retry(capped, print)
+    assert.is_nil(r)
+    assert.matches("too many pending timeouts", err)
+    capped:close()
+  end)
+end)
+
+describe("hwtimer.retry in a host that runs callbacks in coroutines", function()
+  -- PUC Lua 5.1's pcall cannot be yielded across; 5.2+ and LuaJIT's can.
+  local yieldable = not (_VERSION == "Lua 5.1" and not rawget(_G, "jit"))
+
+  it("lets fn yield (the host resumes it later)", function()
+    if not yieldable then return pending("pcall is not yieldable in PUC Lua 5.1") end
+    local timer = hwtimer.new()
+    local r = hwtimer.retry(timer, function(n)
+      coroutine.yield("waiting")
+      return n == 2
+    end, { delay = 0.001 })
+    local parked = {}
+    -- a host in the style of the OpenResty glue: take, run in a coroutine, done
+    local sleep = require("hwtimer_testutil").sleep
+    local limit = hwtimer.now() + 2
+    while r:state() == "running" and hwtimer.now() < limit do
+      sleep(0.001)
+      local t, cb, a = timer:take()
+      while t do
+        local co = coroutine.create(cb)
+        assert(coroutine.resume(co, t, a))
+        parked[#parked + 1] = { co, t }
+        t, cb, a = timer:take()
+      end
+      for i = #parked, 1, -1 do
+        local co, pt = parked[i][1], parked[i][2]
+        local ok, err = coroutine.resume(co)
+        assert(ok, err)
+        if coroutine.status(co) == "dead" then
+          table.remove(parked, i)
+          timer:done(pt, ok)
+        end
+      end
+    end
+    assert.equal("succeeded", r:state())
+    assert.equal(2, r:attempts())
+    timer:close()
+  end)
+end)
