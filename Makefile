@@ -34,7 +34,8 @@ WARN    := -std=c99 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
 LDLIBS  := -lpthread -lm -ldl
 
 CORE_SRC := csrc/wheel.c csrc/worker.c csrc/pipe.c csrc/clock.c
-SRC      := $(CORE_SRC) csrc/lhwtimer.c
+LUA_SRC  := csrc/lhwtimer.c csrc/ltimer.c csrc/ltimeout.c csrc/ldispatch.c csrc/lstats.c
+SRC      := $(CORE_SRC) $(LUA_SRC)
 HDR      := $(wildcard csrc/*.h)
 BUILD    := build/$(LUA_VERSION)
 MODULE   := $(BUILD)/hwtimer/core.so

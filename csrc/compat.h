@@ -28,7 +28,7 @@
 #define hwt_setenv_(L, idx) lua_setuservalue((L), (idx))
 #endif
 
-static void *hwt_newuserdata(lua_State *L, size_t size, int nuv)
+static inline void *hwt_newuserdata(lua_State *L, size_t size, int nuv)
 {
 	void *p = lua_newuserdata(L, size);
 	lua_createtable(L, nuv, 0);
@@ -37,7 +37,7 @@ static void *hwt_newuserdata(lua_State *L, size_t size, int nuv)
 }
 
 /* Push slot n of the userdata at idx. */
-static void hwt_getuv(lua_State *L, int idx, int n)
+static inline void hwt_getuv(lua_State *L, int idx, int n)
 {
 	hwt_getenv_(L, idx);
 	lua_rawgeti(L, -1, n);
@@ -45,7 +45,7 @@ static void hwt_getuv(lua_State *L, int idx, int n)
 }
 
 /* Pop a value into slot n of the userdata at idx. */
-static void hwt_setuv(lua_State *L, int idx, int n)
+static inline void hwt_setuv(lua_State *L, int idx, int n)
 {
 	idx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;
 	hwt_getenv_(L, idx);
@@ -60,7 +60,7 @@ static void hwt_setuv(lua_State *L, int idx, int n)
 #define LUA_OK 0
 
 #if !defined(luaL_newlibtable) /* plain 5.1; LuaJIT 2.1 has these already */
-static void luaL_setfuncs(lua_State *L, const luaL_Reg *l, int nup)
+static inline void luaL_setfuncs(lua_State *L, const luaL_Reg *l, int nup)
 {
 	int i;
 	for (; l->name; l++) {
@@ -72,7 +72,7 @@ static void luaL_setfuncs(lua_State *L, const luaL_Reg *l, int nup)
 	lua_pop(L, nup);
 }
 
-static void luaL_traceback(lua_State *L, lua_State *L1, const char *msg, int level)
+static inline void luaL_traceback(lua_State *L, lua_State *L1, const char *msg, int level)
 {
 	(void)L1;
 	lua_getglobal(L, "debug");
@@ -100,7 +100,7 @@ static void luaL_traceback(lua_State *L, lua_State *L1, const char *msg, int lev
 #endif
 
 /* luaL_newmetatable sets __name from 5.3 on; set it ourselves before that. */
-static int hwt_newmetatable(lua_State *L, const char *tname)
+static inline int hwt_newmetatable(lua_State *L, const char *tname)
 {
 	if (!luaL_newmetatable(L, tname))
 		return 0;

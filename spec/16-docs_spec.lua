@@ -17,38 +17,64 @@ local function documented(needle)
   return false
 end
 
--- { "name", function } entries of `static const luaL_Reg <table>[] = { ... };`
-local function reg_names(source, table_name)
-  local body = source:match("luaL_Reg " .. table_name .. "%[%] = {(.-)\n};")
-  assert(body, "no luaL_Reg table " .. table_name)
-  local names = {}
-  for name in body:gmatch('{ "([%w_]+)",') do names[#names + 1] = name end
-  return names
+-- The binding's files (csrc/l*.c) and their `luaL_Reg <table>[] = { ... };`
+-- tables, by name: { table_name = { "name", ... } }.
+local function reg_tables()
+  local tables, files = {}, 0
+  local p = assert(io.popen("ls csrc/l*.c"))
+  for path in p:lines() do
+    files = files + 1
+    for table_name, body in read(path):gmatch("luaL_Reg ([%w_]+)%[%] = {(.-)\n};") do
+      local names = {}
+      for name in body:gmatch('{ "([%w_]+)",') do names[#names + 1] = name end
+      assert(not tables[table_name], "two luaL_Reg tables named " .. table_name)
+      tables[table_name] = names
+    end
+  end
+  p:close()
+  assert(files > 0, "no csrc/l*.c")
+  return tables
+end
+
+-- What each table's name says its entries are, and how the README writes them.
+local kinds = {
+  { "timer_metamethods$", "`%s`" },
+  { "timer_methods$", "timer:%s(" },
+  { "timeout_methods$", "t:%s(" },
+  { "^module_functions$", "hwtimer.%s(" },
+}
+
+local function kind_of(table_name)
+  for _, k in ipairs(kinds) do
+    if table_name:find(k[1]) then return k end
+  end
 end
 
 describe("API reference (README)", function()
-  local binding = read("csrc/lhwtimer.c")
+  local tables = reg_tables()
 
-  local cases = {
-    { "timer_methods", "timer:%s(" },
-    { "timeout_methods", "t:%s(" },
-    { "module_functions", "hwtimer.%s(" },
-  }
-  for _, case in ipairs(cases) do
-    it("documents every entry of " .. case[1], function()
-      local names = reg_names(binding, case[1])
-      assert.is_true(#names > 0)
-      for _, name in ipairs(names) do
-        assert.is_true(documented(case[2]:format(name)), "undocumented: " .. case[2]:format(name))
-      end
-    end)
-  end
-
-  it("documents the metamethods", function()
-    for _, name in ipairs(reg_names(binding, "timer_metamethods")) do
-      assert.truthy(readme:find("`" .. name .. "`", 1, true), "undocumented: " .. name)
+  it("knows what every luaL_Reg table of the binding holds", function()
+    for table_name in pairs(tables) do
+      assert.truthy(kind_of(table_name), "luaL_Reg table of unknown kind: " .. table_name)
     end
   end)
+
+  for _, k in ipairs(kinds) do
+    it("documents every entry of the tables matching " .. k[1], function()
+      local seen = 0
+      for table_name, names in pairs(tables) do
+        if table_name:find(k[1]) then
+          for _, name in ipairs(names) do
+            seen = seen + 1
+            local needle = k[2]:format(name)
+            local found = k[2]:sub(1, 1) == "`" and readme:find(needle, 1, true) or documented(needle)
+            assert.truthy(found, "undocumented: " .. needle .. " (" .. table_name .. ")")
+          end
+        end
+      end
+      assert.is_true(seen > 0, "no entries for " .. k[1])
+    end)
+  end
 
   it("documents every public function of the Lua modules", function()
     local modules = {

@@ -1,28 +1,203 @@
---- hwtimer.copas: run a timer alongside copas.
+--- hwtimer.copas: run a timer alongside copas. Callbacks may use copas
+-- sockets (copas.connect, and send/receive on copas.wrap'ed sockets).
 --
 --   require("hwtimer.copas").loop(timer)        -- instead of copas.loop()
 --   require("hwtimer.copas").step(timer)        -- instead of copas.step()
 --
--- Copas (1.x, as Debian ships it) keeps its select set to itself and cannot
--- wait on another file descriptor, so the timer cannot wake it directly.
--- Instead each step lets copas wait at most until the timer's next event
--- (timer:timeout()), then dispatches what is due. A timeout scheduled while
--- copas waits is seen after that wait: set max_wait (seconds, default 0.05)
--- to bound how long that can be.
+-- Copas (1.x, as Debian ships it, for Lua 5.1 and 5.2) keeps its select set
+-- to itself and cannot wait on another file descriptor, so the timer cannot
+-- wake it directly. Instead each step lets copas wait at most until the
+-- timer's next event (timer:timeout()), then runs what is due. A timeout
+-- scheduled while copas waits is seen after that wait: max_wait (seconds,
+-- default 0.05) bounds how long that can be.
+--
+-- Callbacks run as in hwtimer.cqueues: a runner (a plain coroutine, pooled)
+-- takes the due timeouts (timer:take) and calls their callbacks; a callback
+-- that yields to copas (a socket that would block) leaves its runner to a
+-- copas thread that passes its yields up to copas and copas's resumes back
+-- down until it finishes, and another runner goes on with the rest. No
+-- pcall is involved, so this works on Lua 5.1 without coxpcall. An error
+-- goes to opts.on_error(err, t, traceback), or by default to stderr with the
+-- traceback, and counts in the timer's errors. The socket a callback used is
+-- not closed when it returns (copas's autoclose is for server handlers).
+--
+-- opts.dispatch = true runs the callbacks with timer:dispatch() instead:
+-- faster for many tiny callbacks, but a callback that yields gets an error.
 local copas = require("copas")
 
-local M = {}
+local create, resume, yield = coroutine.create, coroutine.resume, coroutine.yield
+local traceback = debug.traceback
 
-function M.step(timer, max_wait)
+local IDLE = {}      -- a runner found nothing more due, or used up the batch
+local FINISHED = {}  -- a handed-over runner's callback returned
+local POOL_MAX = 16  -- idle runners kept for reuse
+-- A copas queue that keeps nothing: a finished forwarder yields itself into
+-- it, so copas forgets the thread instead of seeing it end (and closing,
+-- with autoclose, the socket that woke it last).
+local NOWHERE = { insert = function() end, push = function() end }
+
+local M = {}
+local states = setmetatable({}, { __mode = "k" }) -- timer -> its runners and options
+
+-- Call the callback of t in runner w; false when t is nil (nothing due).
+local function call(self, w, t, fn, ...)
+  if t == nil then return false end
+  self.budget = self.budget - 1
+  w.t = t
+  fn(t, ...)
+  w.t = nil
+  self.done(self.timer, t)
+  return true
+end
+
+-- The body of a runner: take due timeouts and call their callbacks until
+-- none is due or the batch is used up, then say IDLE and wait to be reused.
+-- A runner whose callback yielded belongs to a copas thread until that
+-- callback returns; then it says FINISHED instead of taking more.
+local function runner(self, w)
+  local timer, take = self.timer, self.take
+  while true do
+    while self.budget > 0 do
+      if not call(self, w, take(timer)) or w.handed then break end
+    end
+    yield(w.handed and FINISHED or IDLE)
+  end
+end
+
+-- An error value as the C side shows it.
+local function message(err)
+  local kind = type(err)
+  if kind == "string" or kind == "number" then return tostring(err) end
+  local mt = getmetatable(err)
+  local ok, s = pcall(tostring, err)
+  if ok and type(s) == "string" and type(mt) == "table" and mt.__tostring then return s end
+  return "(error object is a " .. kind .. " value)"
+end
+
+-- The callback running in w raised err; w's coroutine is dead, its stack kept.
+local function report(self, w, err)
+  local trace = traceback(w.co, message(err))
+  if self.on_error then
+    local ok, e = pcall(self.on_error, err, w.t, trace)
+    if not ok then io.stderr:write("hwtimer: error in on_error: ", message(e), "\n") end
+  else
+    io.stderr:write("hwtimer: error in timeout callback: ", trace, "\n")
+  end
+  self.timer:done(w.t, false)
+end
+
+-- A copas thread: the runner's yields go up to copas, and what copas
+-- resumes with goes back down, until its callback finishes.
+local function forward(self, w, ok, first, ...)
+  if ok and first == FINISHED then
+    w.handed = false
+    if #self.pool < POOL_MAX then self.pool[#self.pool + 1] = w end
+  elseif not ok then
+    report(self, w, first)
+  else
+    return forward(self, w, resume(w.co, yield(first, ...)))
+  end
+  self.running = self.running - 1
+  yield(NOWHERE, NOWHERE)
+end
+
+local function hand_over(_, self, w, ...) -- copas.addthread passes nil first
+  return forward(self, w, resume(w.co, yield(...)))
+end
+
+-- After runner w was resumed: true to go on with another runner, false
+-- once w is idle. A runner that failed outside a callback raises here.
+local function resumed(self, w, ok, first, ...)
+  if ok and first == IDLE then
+    local pool = self.pool
+    pool[#pool + 1] = w
+    return false
+  elseif not ok then
+    if w.t == nil then error(first, 0) end
+    report(self, w, first)
+  else -- its callback yielded: copas owns it now
+    w.handed = true
+    self.running = self.running + 1
+    copas.addthread(hand_over, self, w, first, ...)
+  end
+  return true
+end
+
+-- Run at most self.batch due callbacks, in as many runners as yield;
+-- returns how many started.
+local function run_due(self)
+  local pool = self.pool
+  self.budget = self.batch
+  repeat
+    local n = #pool
+    local w = pool[n]
+    if w then
+      pool[n] = nil
+    else
+      w = { co = create(runner), handed = false }
+    end
+  until not resumed(self, w, resume(w.co, self, w))
+  return self.batch - self.budget
+end
+
+local function check_opts(opts, fname)
+  for k, v in pairs(opts) do
+    local expected = (k == "on_error" and "function expected")
+      or (k == "batch" and "positive integer expected")
+      or (k == "dispatch" and "boolean expected") or "unknown option"
+    local mt = getmetatable(v)
+    local ok = (k == "on_error" and (type(v) == "function" or (type(mt) == "table" and mt.__call)))
+      or (k == "batch" and type(v) == "number" and v >= 1 and v == math.floor(v))
+      or (k == "dispatch" and type(v) == "boolean")
+    if not ok then
+      error(string.format("bad argument #3 to '%s' (option '%s': %s)", fname, tostring(k), expected), 3)
+    end
+  end
+end
+
+-- The state kept for a timer: its runners, and the options last given.
+local function state_of(timer, opts, fname)
+  local self = states[timer]
+  if not self then
+    self = { timer = timer, take = timer.take, done = timer.done, pool = {}, running = 0,
+             budget = 0, batch = 1000 }
+    states[timer] = self
+  end
+  if opts then
+    check_opts(opts, fname)
+    self.on_error, self.batch, self.dispatch = opts.on_error, opts.batch or 1000, opts.dispatch
+  end
+  return self
+end
+
+local function usable(timer)
+  return (pcall(timer.events, timer))
+end
+
+--- step(timer, [max_wait], [opts]): one copas.step bounded by the timer's
+-- next event and max_wait (default 0.05 s), then the due callbacks. Returns
+-- how many callbacks started (0 once the timer is stopped or closed). opts:
+-- on_error(err, t, traceback), batch (most callbacks a step, default 1000),
+-- dispatch (true: timer:dispatch(), no yields).
+function M.step(timer, max_wait, opts)
+  local self = state_of(timer, opts, "step")
+  if not usable(timer) then return 0 end
   max_wait = max_wait or 0.05
   local wait = timer:timeout()
   if not wait or wait > max_wait then wait = max_wait end
   copas.step(wait)
-  return timer:dispatch()
+  if not usable(timer) then return 0 end -- closed by a copas thread
+  if self.dispatch then return timer:dispatch(self.batch) end
+  local ok, n = pcall(run_due, self)
+  if ok then return n end
+  if usable(timer) then error(n, 0) end
+  return 0 -- a callback closed the timer
 end
 
-function M.loop(timer, max_wait)
-  while true do
+--- loop(timer, [max_wait], [opts]): step until the timer is stopped or closed.
+function M.loop(timer, max_wait, opts)
+  state_of(timer, opts, "loop")
+  while usable(timer) do
     M.step(timer, max_wait)
   end
 end

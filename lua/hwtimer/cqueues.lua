@@ -32,106 +32,116 @@ local condition = require("cqueues.condition")
 local create, resume, yield = coroutine.create, coroutine.resume, coroutine.yield
 local traceback = debug.traceback
 
-local DONE = {}     -- what a pooled coroutine yields when its callback returned
-local POOL_MAX = 16 -- idle coroutines kept for reuse
+local IDLE = {}      -- a runner found nothing more due, or used up the batch
+local FINISHED = {}  -- a handed-over runner's callback returned
+local POOL_MAX = 16  -- idle runners kept for reuse
 
 local M = {}
 
--- The body of a pooled coroutine: call a callback, say DONE, wait for the next.
-local function body(t, fn, ...)
+-- Call the callback of t in runner w; false when t is nil (nothing due).
+local function call(self, w, t, fn, ...)
+  if t == nil then return false end
+  self.budget = self.budget - 1
+  w.t = t
   fn(t, ...)
-  return body(yield(DONE))
+  w.t = nil
+  self.done(self.timer, t)
+  return true
+end
+
+-- The body of a runner, a plain coroutine: take due timeouts and call their
+-- callbacks until none is due or the batch is used up, then say IDLE and
+-- wait to be reused. A callback that yields suspends the runner, and the
+-- attached coroutine hands it to the controller: once that callback returns,
+-- the runner says FINISHED instead of taking more.
+local function runner(self, w)
+  local timer, take = self.timer, self.take
+  while true do
+    while self.budget > 0 do
+      if not call(self, w, take(timer)) or w.handed then break end
+    end
+    yield(w.handed and FINISHED or IDLE)
+  end
 end
 
 -- An error value as the C side shows it.
 local function message(err)
   local kind = type(err)
   if kind == "string" or kind == "number" then return tostring(err) end
+  local mt = getmetatable(err)
   local ok, s = pcall(tostring, err)
-  if ok and type(s) == "string" and getmetatable(err) and getmetatable(err).__tostring then
-    return s
-  end
+  if ok and type(s) == "string" and type(mt) == "table" and mt.__tostring then return s end
   return "(error object is a " .. kind .. " value)"
 end
 
--- The callback of t raised err in coroutine co (now dead, its stack kept).
-local function report(self, co, t, err)
-  local trace = traceback(co, message(err))
+-- The callback running in w raised err; w's coroutine is dead, its stack kept.
+local function report(self, w, err)
+  local trace = traceback(w.co, message(err))
   if self.on_error then
-    local ok, e = pcall(self.on_error, err, t, trace)
+    local ok, e = pcall(self.on_error, err, w.t, trace)
     if not ok then io.stderr:write("hwtimer: error in on_error: ", message(e), "\n") end
   else
     io.stderr:write("hwtimer: error in timeout callback: ", trace, "\n")
   end
-  self.timer:done(t, false)
-end
-
--- After a resume of co, which runs the callback of t: true if the callback
--- finished (returned or raised), false if it yielded.
-local function finished(self, co, t, ok, first)
-  if ok and first == DONE then
-    self.timer:done(t)
-    local pool = self.pool
-    if #pool < POOL_MAX then pool[#pool + 1] = co end
-    return true
-  elseif not ok then
-    report(self, co, t, first)
-    return true
-  end
-  return false
-end
-
--- A coroutine of the controller: co's yields go up to cqueues, and what
--- cqueues resumes with goes back down, until the callback finishes. A
--- callback that closed the timer wakes the attached coroutine so it leaves.
-local function forward(self, co, t, ok, ...)
-  if finished(self, co, t, ok, ...) then
-    self.running = self.running - 1
-    if not pcall(self.timer.events, self.timer) then self.wake:signal() end
-    return
-  end
-  return forward(self, co, t, resume(co, yield(...)))
-end
-
-local function hand_over(self, co, t, ...)
-  return forward(self, co, t, resume(co, yield(...)))
-end
-
--- After the first resume of co: the fast path, or a hand-over to the controller.
-local function launched(self, co, t, ok, first, ...)
-  if ok and first == DONE then
-    self.timer:done(t)
-    local pool = self.pool
-    pool[#pool + 1] = co -- it came from the pool, or the pool was empty
-  elseif not finished(self, co, t, ok, first) then
-    self.running = self.running + 1
-    self.cq:wrap(hand_over, self, co, t, first, ...)
-  end
-end
-
--- Start the callback of t in a pooled coroutine; false when t is nil
--- (timer:take found nothing due).
-local function start(self, t, fn, ...)
-  if t == nil then return false end
-  local pool = self.pool
-  local n = #pool
-  local co = pool[n]
-  if co then pool[n] = nil else co = create(body) end
-  launched(self, co, t, resume(co, t, fn, ...))
-  return true
-end
-
--- Run at most self.batch due callbacks (protected: take raises once a
--- callback closed the timer).
-local function run_due(self)
-  local timer = self.timer
-  for _ = 1, self.batch do
-    if not start(self, timer:take()) then return end
-  end
+  self.timer:done(w.t, false)
 end
 
 local function usable(timer)
   return (pcall(timer.events, timer))
+end
+
+-- A coroutine of the controller: the runner's yields go up to cqueues, and
+-- what cqueues resumes with goes back down, until its callback finishes. A
+-- callback that closed the timer wakes the attached coroutine so it leaves.
+local function forward(self, w, ok, first, ...)
+  if ok and first == FINISHED then
+    w.handed = false
+    if #self.pool < POOL_MAX then self.pool[#self.pool + 1] = w end
+  elseif not ok then
+    report(self, w, first)
+  else
+    return forward(self, w, resume(w.co, yield(first, ...)))
+  end
+  self.running = self.running - 1
+  if not usable(self.timer) then self.wake:signal() end
+end
+
+local function hand_over(self, w, ...)
+  return forward(self, w, resume(w.co, yield(...)))
+end
+
+-- After the attached coroutine resumed runner w: true to go on with another
+-- runner, false once w is idle. A runner that failed outside a callback
+-- (take, once a callback closed the timer) raises here.
+local function resumed(self, w, ok, first, ...)
+  if ok and first == IDLE then
+    local pool = self.pool
+    pool[#pool + 1] = w
+    return false
+  elseif not ok then
+    if w.t == nil then error(first, 0) end
+    report(self, w, first)
+  else -- its callback yielded: the controller owns it now
+    w.handed = true
+    self.running = self.running + 1
+    self.cq:wrap(hand_over, self, w, first, ...)
+  end
+  return true
+end
+
+-- Run at most self.batch due callbacks, in as many runners as yield.
+local function run_due(self)
+  local pool = self.pool
+  self.budget = self.batch
+  repeat
+    local n = #pool
+    local w = pool[n]
+    if w then
+      pool[n] = nil
+    else
+      w = { co = create(runner), handed = false }
+    end
+  until not resumed(self, w, resume(w.co, self, w))
 end
 
 -- The attached coroutine: wait until something is due, run it, again, until
@@ -173,7 +183,7 @@ function M.attach(timer, cq, opts)
   opts = opts or {}
   check_opts(opts)
   cq = cq or cqueues.new()
-  local self = { timer = timer, cq = cq, wake = condition.new(), pool = {}, running = 0,
+  local self = { timer = timer, take = timer.take, done = timer.done, budget = 0, cq = cq, wake = condition.new(), pool = {}, running = 0,
                  detached = false, on_error = opts.on_error, batch = opts.batch or 1000,
                  run = opts.dispatch and run_dispatch or run_due }
   local wake = self.wake

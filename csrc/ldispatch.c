@@ -1,0 +1,352 @@
+/*
+ * ldispatch.c: running due callbacks on the Lua thread: timer:dispatch and
+ * timer:run, which call them below C frames; timer:take and timer:done, which
+ * hand them to the host's own Lua code; timer:wakeup and timer:take_only.
+ */
+#if !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* ppoll */
+#endif
+#include <math.h>
+#include <poll.h>
+#include <stdio.h>
+#include "clock.h"
+#include "lhwtimer.h"
+
+/* ---- dispatch ------------------------------------------------------------- */
+
+/* Message handler for the default on_error: keep where the error happened. */
+static int traceback_handler(lua_State *L)
+{
+	const char *msg = lua_tostring(L, 1);
+	if (!msg) {
+		if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+			msg = lua_tostring(L, -1);
+		else
+			msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+	}
+	luaL_traceback(L, L, msg, 1);
+	return 1;
+}
+
+/* The callback of `n` failed with the error on top: give it to on_error
+ * (timer at index 1, handle metatable at `mt`). Pops the error. */
+static void report_error(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
+{
+	COUNT(T, errors);
+	if (!T->has_on_error) {
+		fprintf(stderr, "hwtimer: error in timeout callback: %s\n", lua_tostring(L, -1));
+		lua_pop(L, 1);
+		return;
+	}
+	hwt_getuv(L, 1, UV_ON_ERROR);
+	lua_insert(L, -2);
+	lua_rawgeti(L, mt, (lua_Integer)n->owner_word); /* still pinned: see finish_current */
+	if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+		const char *msg = lua_tostring(L, -1);
+		fprintf(stderr, "hwtimer: error in on_error: %s\n", msg ? msg : luaL_typename(L, -1));
+		lua_pop(L, 1);
+	}
+}
+
+/* After the callback of T->current returned or failed: a timeout that is done
+ * leaves the pins; a periodic one starts its next period, unless its callback
+ * re-armed it already (t:reset). */
+static void finish_current(lua_State *L, struct timer *T, int mt)
+{
+	struct hwt_node *n = T->current;
+	int rearmed = n->owner_flags & REARMED;
+	T->current = NULL;
+	n->owner_flags &= (uint8_t)~REARMED;
+	if (state_of(n) != PENDING)
+		lhwt_unpin(L, T, mt, n);
+	else if (!rearmed && !T->stopped)
+		lhwt_next_period(L, T, mt, n);
+}
+
+/* Push the callback of `n`, its handle and its arguments above run_batch's
+ * two slots (T, handle metatable); returns how many arguments. */
+static int push_call(lua_State *L, struct hwt_node *n)
+{
+	int i, first = UV_CALLBACK + 1 + (is_periodic(n) ? 1 : 0);
+	/* A C frame starts with LUA_MINSTACK free slots: enough for the callback,
+	 * the handle, the arguments and hwt_getuv's scratch slot unless the
+	 * argument list is long. */
+	if (n->owner_byte > LUA_MINSTACK - 3)
+		luaL_checkstack(L, n->owner_byte + 3, "too many callback arguments");
+	lua_rawgeti(L, 2, (lua_Integer)n->owner_word); /* the handle, at 3 */
+	hwt_getuv(L, 3, UV_CALLBACK);
+	lua_insert(L, 3); /* callback at 3, handle at 4: the call leaves 2 slots */
+	for (i = 0; i < n->owner_byte; i++)
+		hwt_getuv(L, 4, first + i);
+	return 1 + n->owner_byte;
+}
+
+/* Protected: run callbacks from T->batch while the budget lasts. An error
+ * escapes to run_due, which reports it and calls again: one protected call
+ * per batch instead of one per callback. Stack: T, handle metatable. */
+static int run_batch(lua_State *L)
+{
+	struct timer *T = (struct timer *)lua_touserdata(L, 1);
+	while (T->budget > 0 && !hwt_list_empty(&T->batch)) {
+		struct hwt_node *n = hwt_container_of(T->batch.next, struct hwt_node, link);
+		hwt_list_unlink(&n->link);
+		n->slot = HWT_SLOT_NONE;
+		T->budget--;
+		T->current = n;
+		COUNT(T, fired);
+		/* due, so expires <= the current tick: no overflow, no guard needed */
+		lhwt_record_late(T, T->batch_now - (T->w.origin + (int64_t)n->expires * T->w.tick_ns));
+		if (!is_periodic(n)) {
+			set_state(n, EXPIRED);
+			T->pending--;
+		}
+		lua_call(L, push_call(L, n), 0);
+		finish_current(L, T, 2);
+	}
+	return 0;
+}
+
+/* Run up to `max` due timeouts (timer at index 1); returns how many ran. */
+static lua_Integer run_due(lua_State *L, struct timer *T, lua_Integer max)
+{
+	int mt, mh = 0;
+	/* One clock read a batch: what the host may expire itself, and the start
+	 * of the batch for the lateness stats (a timeout the worker made due a
+	 * moment after it counts as 0 late). */
+	T->batch_now = hwt_clock_ns();
+	hwt_worker_take(&T->w, &T->local, T->batch_now);
+	hwt_list_splice(&T->batch, &T->local); /* callbacks' new timeouts wait */
+	hwt_getuv(L, 1, UV_HANDLE_MT);
+	mt = lua_gettop(L);
+	if (!T->has_on_error) {
+		lua_pushcfunction(L, traceback_handler);
+		mh = lua_gettop(L);
+	}
+	T->budget = max;
+	T->dispatching = 1;
+	for (;;) {
+		lua_pushcfunction(L, run_batch);
+		lua_pushlightuserdata(L, T);
+		lua_pushvalue(L, mt);
+		if (lua_pcall(L, 2, 0, mh) == LUA_OK)
+			break;
+		if (!T->current) { /* failed outside a callback: keep the rest for later */
+			lua_pop(L, 1);
+			break;
+		}
+		report_error(L, T, mt, T->current);
+		finish_current(L, T, mt);
+	}
+	T->dispatching = 0;
+	lua_settop(L, mt - 1);
+	if (T->wake)
+		lhwt_wake_host(L, T, 1);
+	if (!T->stopped) {
+		hwt_list_splice_front(&T->local, &T->batch);
+		if (!hwt_list_empty(&T->local))
+			hwt_worker_rearm(&T->w); /* left over: keep the pipe readable */
+	}
+	return max - T->budget;
+}
+
+static struct timer *check_dispatcher(lua_State *L)
+{
+	struct timer *T = lhwt_check_live(L, 1);
+	if (T->dispatching)
+		luaL_error(L, "hwtimer: dispatch called from inside a timeout callback");
+	if (T->take_only)
+		luaL_error(L, "hwtimer: this timer's callbacks are run by its host's glue (take_only): "
+			   "dispatch and run are not available");
+	return T;
+}
+
+/* An optional count at idx: a whole number >= 0, checked as a float first
+ * (5.1 and LuaJIT turn NaN and infinities into arbitrary integers). */
+static lua_Integer opt_count(lua_State *L, int idx)
+{
+	lua_Number x;
+	if (lua_isnoneornil(L, idx))
+		return LUA_MAXINTEGER;
+	x = luaL_checknumber(L, idx);
+	luaL_argcheck(L, x >= 0 && x == floor(x) && x < 9e15, idx, "non-negative integer expected");
+	return (lua_Integer)x;
+}
+
+static int timer_dispatch(lua_State *L)
+{
+	struct timer *T = check_dispatcher(L);
+	lua_Integer max = opt_count(L, 2);
+	lua_settop(L, 1);
+	lua_pushinteger(L, run_due(L, T, max));
+	return 1;
+}
+
+/* Wait on the pipe for up to `ns` nanoseconds (< 0: no limit). */
+static void wait_readable(struct timer *T, int64_t ns)
+{
+	struct pollfd p;
+	p.fd = T->w.fds[0];
+	p.events = POLLIN;
+	p.revents = 0;
+	if (ns > INT64_C(86400000000000))
+		ns = INT64_C(86400000000000);
+#if defined(__linux__) /* ppoll: glibc and musl with _GNU_SOURCE; the BSDs hide it under _POSIX_C_SOURCE */
+	{ /* to the nanosecond: the wait may end at a deadline */
+		struct timespec ts = hwt_clock_timespec(ns < 0 ? 0 : ns);
+		(void)ppoll(&p, 1, ns < 0 ? NULL : &ts, NULL); /* EINTR or timeout: the caller loops */
+	}
+#else
+	(void)poll(&p, 1, ns < 0 ? -1 : (int)((ns + 999999) / 1000000));
+#endif
+}
+
+/* How long timer:run may sleep: until the wheel's next event, when that lies
+ * ahead, since dispatch can then expire it without the worker's wake-up;
+ * otherwise (the worker has work in hand) until the pipe says. */
+static int64_t sleep_ns(struct timer *T, int limited, int64_t left)
+{
+	uint64_t next = hwt_worker_next(&T->w);
+	int64_t until = next == UINT64_MAX ? -1 : hwt_worker_time_of(&T->w, next) - hwt_clock_ns();
+	if (until <= 0)
+		return limited ? left : -1;
+	return limited && left < until ? left : until;
+}
+
+static int timer_run(lua_State *L)
+{
+	struct timer *T = check_dispatcher(L);
+	int limited = !lua_isnoneornil(L, 2);
+	lua_Number secs = limited ? lhwt_check_finite(L, 2) : 0;
+	int64_t end;
+	lua_Integer total = 0;
+	luaL_argcheck(L, secs >= 0 && secs <= MAX_DELAY, 2, "non-negative number of seconds expected");
+	end = hwt_clock_ns() + (int64_t)(secs * 1e9);
+	lua_settop(L, 1);
+	for (;;) {
+		int64_t left = end - hwt_clock_ns();
+		total += run_due(L, T, LUA_MAXINTEGER);
+		if (T->stopped || T->pending == 0 || (limited && left <= 0))
+			break;
+		wait_readable(T, sleep_ns(T, limited, left));
+	}
+	lua_pushinteger(L, total);
+	return 1;
+}
+
+/* ---- take: the host's own Lua code runs the callbacks ------------------------ */
+/* Hosts whose callbacks may yield (nginx cosockets, cqueues and copas sockets)
+ * cannot run them below dispatch's C frames: a yield there fails, and in nginx
+ * a failed yield leaves the request's coroutine state corrupt. take hands one
+ * due timeout to Lua instead, with its callback and arguments; the host calls
+ * them from a coroutine it owns and reports back with timer:done. */
+
+/* t, callback, ... = timer:take(): one due timeout, or nothing. A one-shot
+ * timeout is expired and unpinned now (the caller holds the handle); a
+ * periodic one stays pending, RUNNING, until timer:done(t) arms its next run. */
+static int timer_take(lua_State *L)
+{
+	struct timer *T = lhwt_check_live(L, 1);
+	struct hwt_node *n;
+	int64_t now;
+	if (T->dispatching)
+		return luaL_error(L, "hwtimer: take called from inside a dispatched callback");
+	now = hwt_clock_ns();
+	if (hwt_list_empty(&T->local))
+		hwt_worker_take(&T->w, &T->local, now);
+	if (hwt_list_empty(&T->local))
+		return 0;
+	n = hwt_container_of(T->local.next, struct hwt_node, link);
+	hwt_list_unlink(&n->link);
+	n->slot = HWT_SLOT_NONE;
+	COUNT(T, fired);
+	lhwt_record_late(T, now - (T->w.origin + (int64_t)n->expires * T->w.tick_ns));
+	lua_settop(L, 1);
+	hwt_getuv(L, 1, UV_HANDLE_MT);
+	lua_rawgeti(L, 2, (lua_Integer)n->owner_word); /* the handle, at 3 */
+	if (is_periodic(n)) {
+		n->owner_flags |= RUNNING;
+		n->slot = HWT_SLOT_DUE; /* in the host's list: hwt_worker_del unlinks it */
+		hwt_list_push(&T->running, &n->link);
+	} else {
+		set_state(n, EXPIRED);
+		T->pending--;
+		lhwt_unpin(L, T, 2, n);
+	}
+	return 1 + lhwt_push_task(L, n, 3);
+}
+
+/* timer:done(t, [ok]): the callback of a taken timeout returned (ok true or
+ * absent) or raised (ok false: counted in errors). A periodic timeout starts
+ * its next period now, unless it was cancelled or re-armed meanwhile. */
+static int timer_done(lua_State *L)
+{
+	struct timer *T = lhwt_to_timer(L, 1);
+	struct timer *owner;
+	struct hwt_node *n;
+	int mt;
+	lua_settop(L, 3);
+	n = (struct hwt_node *)lua_touserdata(L, 2);
+	owner = NULL;
+	if (n && lua_getmetatable(L, 2)) { /* a timer method: no TIMER_FIELD upvalue */
+		lua_getfield(L, 4, TIMER_FIELD);
+		owner = (struct timer *)lua_touserdata(L, -1);
+		lua_pop(L, 1);
+	}
+	if (!owner || owner != T)
+		return lhwt_type_error(L, 2, "hwtimer.timeout of this timer");
+	mt = 4;
+	if (lua_isboolean(L, 3) && !lua_toboolean(L, 3))
+		COUNT(T, errors);
+	if (!(n->owner_flags & RUNNING))
+		return 0; /* one-shot, or done already */
+	n->owner_flags &= (uint8_t)~RUNNING;
+	if (n->owner_flags & REARMED) {
+		n->owner_flags &= (uint8_t)~REARMED;
+		return 0;
+	}
+	if (state_of(n) != PENDING || T->stopped)
+		return 0;
+	hwt_list_unlink(&n->link); /* from T->running: the worker never sees that list */
+	n->slot = HWT_SLOT_NONE;
+	lhwt_next_period(L, T, mt, n);
+	if (T->wake) {
+		lua_rawgeti(L, mt, PIN_TIMER);
+		lhwt_wake_host(L, T, lua_gettop(L));
+	}
+	return 0;
+}
+
+/* timer:wakeup(fn): fn() is called (once) when a schedule, every, reset or a
+ * periodic run makes something due before the host's planned wake-up, which
+ * is the time the last timer:timeout() returned. For hosts that sleep on
+ * something other than the pipe (an nginx semaphore). nil removes it. */
+static int timer_wakeup(lua_State *L)
+{
+	struct timer *T = lhwt_check_live(L, 1);
+	if (!lua_isnoneornil(L, 2))
+		lhwt_check_callable(L, 2);
+	lua_settop(L, 2);
+	T->has_wakeup = !lua_isnil(L, 2);
+	hwt_setuv(L, 1, UV_WAKEUP);
+	T->host_wake = 0;
+	T->wake = 0;
+	return 0;
+}
+
+/* timer:take_only(): from now on dispatch and run raise; only take runs callbacks. */
+static int timer_take_only(lua_State *L)
+{
+	lhwt_check_live(L, 1)->take_only = 1;
+	return 0;
+}
+
+
+const luaL_Reg lhwt_dispatch_timer_methods[] = {
+	{ "dispatch", timer_dispatch },
+	{ "run", timer_run },
+	{ "take", timer_take },
+	{ "done", timer_done },
+	{ "wakeup", timer_wakeup },
+	{ "take_only", timer_take_only },
+	{ NULL, NULL }
+};

@@ -1,0 +1,238 @@
+/*
+ * lhwtimer.h: what the files of the Lua binding (module "hwtimer.core") share.
+ * Internal: nothing here is exported from the module but luaopen_hwtimer_core.
+ *
+ *   lhwtimer.c  module registration, argument checks, fork detection, hwtimer.new
+ *   ltimer.c    the timer object: schedule, every, periods, stop, close, queries
+ *   ltimeout.c  the timeout handle: its metatable, cancel, reset, queries
+ *   ldispatch.c running due callbacks: dispatch, run, take, done, wakeup
+ *   lstats.c    counts and the lateness histogram: timer:stats
+ *
+ * Two userdata types. A timer owns a worker (wheel + thread + pipe). A
+ * timeout's userdata is nothing but its 32-byte wheel node, so scheduling
+ * allocates one userdata and nothing else.
+ *
+ * Each timer makes the metatable of its own timeouts ("handle metatable").
+ * That metatable holds the timer at [1] (so a handle keeps its timer alive
+ * without a reference of its own) and, in the rest of its array part, the
+ * pending handles: the pins that keep a dropped handle's timeout alive. Pin i
+ * is the node's owner_word; unpinning stores nil there and pushes i on a free
+ * stack that the next pin pops, so the array stays as long as the most
+ * timeouts ever pending at once.
+ *
+ * State changes only in the binding, on the Lua thread: the worker thread only
+ * moves nodes between the wheel's lists, under the worker's lock.
+ *
+ * Uservalues: timer {1 = handle metatable, 2 = on_error, 3 = wakeup hook};
+ * timeout {1 = callback, then the interval if periodic, then the arguments}.
+ */
+#ifndef HWT_LHWTIMER_H
+#define HWT_LHWTIMER_H
+
+#include <stdint.h>
+#include "compat.h"
+#include "worker.h"
+
+/* Hidden, like the core's functions: see worker.h. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(hidden)
+#endif
+
+#define TIMER_MT "hwtimer.timer"
+#define TIMEOUT_NAME "hwtimer.timeout"
+#define MAX_DELAY 1e9   /* seconds (~31 years): deadlines stay far inside int64 ns */
+#define MAX_ARGS 200    /* extra arguments carried to a callback (fits owner_byte) */
+#define UV_HANDLE_MT 1
+#define UV_ON_ERROR 2
+#define UV_WAKEUP 3
+#define UV_CALLBACK 1
+
+/* node->owner_flags: the state in the low bits, then flags. A periodic
+ * timeout keeps its schedule in uservalue 2: the interval in ns (a number),
+ * or with ADVANCED a table {interval = ns, rate = bool, jitter = fraction,
+ * nominal = ns of the current period's start}. REARMED: reset from its own
+ * callback, so finishing that callback must leave it armed. RUNNING: a
+ * periodic timeout handed to the host by take, until timer:done. */
+enum { PENDING, EXPIRED, CANCELLED, STATE_MASK = 3, PERIODIC = 4, ADVANCED = 8, REARMED = 16,
+       RUNNING = 32 };
+#define LATE_BUCKETS 256 /* lateness histogram: 4 buckets per power of two of ns */
+
+/* A timer is known without a metatable lookup: a userdata of exactly
+ * sizeof(struct timer) whose `magic` is the address of lhwt_timer_magic,
+ * which no other module can hold by accident. (Only another C module's
+ * userdata of that exact size, left uninitialised over the memory of a freed
+ * timer, could pass; `magic` is not cleared by __gc because 5.2+ may
+ * resurrect a closed timer, whose methods must then say it is stopped.)
+ *
+ * Each timer has its own metatable for its timeouts (hidden by __metatable):
+ * the timer's userdata at [1], the pins from [2] on, and under the short
+ * string TIMER_FIELD (upvalue 1 of every timeout function: short strings are
+ * Lua's fastest keys) a light userdata for the struct timer, which is how a
+ * timeout is known and finds its timer. */
+extern const char lhwt_timer_magic;
+#define PIN_TIMER 1
+#define TIMER_FIELD "__hwtimer.timer"
+
+struct stats {
+	lua_Integer scheduled, fired, cancelled, errors;
+	int64_t late_max;                 /* ns */
+	uint32_t late[LATE_BUCKETS];
+};
+
+struct timer {
+	const void *magic;         /* &lhwt_timer_magic */
+	struct hwt_worker w;
+	struct stats life, window;        /* since creation; since stats(true) */
+	int64_t batch_now;                /* clock at the start of this dispatch */
+	uint64_t rng;                     /* jitter for periodic timeouts */
+	struct hwt_link local;     /* taken from the worker, not yet run */
+	struct hwt_link batch;     /* being run by the current dispatch */
+	struct hwt_node *current;  /* the timeout whose callback runs now */
+	struct hwt_link running;   /* periodic timeouts taken by the host, not yet done */
+	int64_t host_wake;         /* when the host plans to wake (ns); 0: awake or no hook */
+	uint32_t *free_pins;       /* pin slots to reuse, a stack */
+	uint32_t nfree, free_cap;
+	lua_Integer pending;       /* scheduled, neither run nor cancelled */
+	lua_Integer max_pending;   /* 0: no cap */
+	lua_Integer budget;        /* callbacks the current dispatch may still run */
+	uint32_t npins;            /* pin slots ever used: the array's length */
+	unsigned long forkgen;     /* fork_generation when the timer was made */
+	int stopped, dispatching, has_on_error;
+	int wake;                  /* a deadline came before host_wake: call the hook */
+	int take_only;             /* the host runs callbacks itself: no dispatch, no run */
+	int has_wakeup;            /* a wakeup hook is set (uservalue 3) */
+};
+
+/* How a periodic timeout repeats (timer:every's first argument). */
+struct period {
+	int64_t interval; /* ns */
+	int advanced;     /* given as a table: rate and jitter apply */
+	int rate;         /* fixed rate (from each period's start), else fixed delay */
+	lua_Number jitter;
+};
+
+/* ---- small inline helpers (hot paths in several files) ------------------------ */
+
+/* Bumped in a forked child (lhwtimer.c): a timer made before it is unusable. */
+extern volatile unsigned long lhwt_fork_generation;
+
+static inline int state_of(const struct hwt_node *n) { return n->owner_flags & STATE_MASK; }
+static inline int is_periodic(const struct hwt_node *n) { return n->owner_flags & PERIODIC; }
+
+static inline void set_state(struct hwt_node *n, int state)
+{
+	n->owner_flags = (uint8_t)((n->owner_flags & ~STATE_MASK) | state);
+}
+
+static inline double ns_to_s(int64_t ns)
+{
+	return (double)ns / 1e9;
+}
+
+static inline int forked(const struct timer *T)
+{
+	return T->forkgen != lhwt_fork_generation;
+}
+
+/* One more of `f`, over the timer's life and in the current window. */
+#define COUNT(T, f) ((T)->life.f++, (T)->window.f++)
+
+/* ---- lhwtimer.c: argument checks ------------------------------------------------ */
+
+/* A function, or a value whose metatable has __call. */
+int lhwt_is_callable(lua_State *L, int idx);
+/* Raise unless the value at idx is callable. */
+void lhwt_check_callable(lua_State *L, int idx);
+/* A finite number at idx, or raise. */
+lua_Number lhwt_check_finite(lua_State *L, int idx);
+/* Raise "<expected> expected, got <__name or type>" for argument idx. */
+int lhwt_type_error(lua_State *L, int idx, const char *expected);
+/* The timer at idx, whatever its state, or raise. */
+struct timer *lhwt_to_timer(lua_State *L, int idx);
+/* Raise the error lhwt_check_live found for the value at idx. */
+struct timer *lhwt_live_error(lua_State *L, int idx);
+
+/* The timer at idx, usable from this process and not stopped, or raise.
+ * Inline: every schedule starts here. (Identity: see lhwt_timer_magic.) */
+static inline struct timer *lhwt_check_live(lua_State *L, int idx)
+{
+	struct timer *T = (struct timer *)lua_touserdata(L, idx);
+	if (T && hwt_rawlen(L, idx) == sizeof *T && T->magic == &lhwt_timer_magic && !forked(T) &&
+	    !T->stopped)
+		return T;
+	return lhwt_live_error(L, idx);
+}
+
+/* ---- ltimer.c: pin slots, the wakeup hook, delays, periods ---------------------- */
+
+/* Push pin slot `slot` on the free stack, growing it (if it cannot grow, the
+ * slot is simply never reused); nothing once stopped (the stack is freed). */
+void lhwt_free_pin(struct timer *T, uint32_t slot);
+/* Call the host's wakeup hook (timer at ud) and clear the request. */
+void lhwt_wake_host(lua_State *L, struct timer *T, int ud);
+/* A delay (>= 0) or, if periodic, an interval (> 0) in seconds at idx, as ns. */
+int64_t lhwt_check_delay(lua_State *L, int idx, int periodic);
+/* Read an advanced period's table (on top; popped) into p; returns its start. */
+int64_t lhwt_read_period(lua_State *L, struct period *p);
+/* Arm the next run of the periodic timeout `n` (pinned in mt). */
+void lhwt_next_period(lua_State *L, struct timer *T, int mt, struct hwt_node *n);
+/* Push nil, message and return 2 if max_pending refuses one more; else 0. */
+int lhwt_refuse_over_cap(lua_State *L, struct timer *T);
+
+/* ---- pins: what keeps pending handles alive (inline: schedule, cancel and
+ * every callback pass here) ------------------------------------------------------- */
+
+/* Pin the handle at `h` in the handle metatable at `mt`, reusing a free slot. */
+static inline void lhwt_pin(lua_State *L, struct timer *T, int mt, int h, struct hwt_node *n)
+{
+	n->owner_word = T->nfree ? T->free_pins[--T->nfree] : ++T->npins;
+	lua_pushvalue(L, h);
+	lua_rawseti(L, mt, (lua_Integer)n->owner_word);
+}
+
+/* Unpin `n`: one table write; its slot goes on the free stack. */
+static inline void lhwt_unpin(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
+{
+	lua_pushnil(L);
+	lua_rawseti(L, mt, (lua_Integer)n->owner_word);
+	if (T->nfree < T->free_cap && !T->stopped)
+		T->free_pins[T->nfree++] = n->owner_word;
+	else
+		lhwt_free_pin(T, n->owner_word);
+	n->owner_word = 0;
+}
+
+/* Cancelled: leave the pending state and the pins at once; the timeout
+ * whose callback is running stays pinned until finish_current. */
+static inline void lhwt_cancel_node(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
+{
+	set_state(n, CANCELLED);
+	T->pending--;
+	COUNT(T, cancelled);
+	if (n != T->current)
+		lhwt_unpin(L, T, mt, n);
+}
+
+/* ---- ltimeout.c: the handle ------------------------------------------------------------ */
+
+/* Push the timeout metatable for timer T (userdata at ud; methods table at methods). */
+void lhwt_new_handle_metatable(lua_State *L, int ud, struct timer *T, int methods);
+/* Push the callback and arguments of `n` (handle at h); returns how many. */
+int lhwt_push_task(lua_State *L, struct hwt_node *n, int h);
+
+/* ---- lstats.c ---------------------------------------------------------------------------- */
+
+/* Record a run `late` ns after it was due, in both windows. */
+void lhwt_record_late(struct timer *T, int64_t late);
+
+/* ---- the methods of each file, registered by luaopen_hwtimer_core ------------------------ */
+
+extern const luaL_Reg lhwt_timer_methods[], lhwt_timer_metamethods[];
+extern const luaL_Reg lhwt_dispatch_timer_methods[], lhwt_stats_timer_methods[];
+extern const luaL_Reg lhwt_timeout_methods[];
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
+
+#endif

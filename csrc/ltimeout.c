@@ -1,0 +1,270 @@
+/*
+ * ltimeout.c: the timeout handle: its metatable (made per timer), cancel,
+ * reset and the queries. A handle is its wheel node and nothing else;
+ * lhwtimer.h says how it finds its timer and what keeps it alive.
+ */
+#include "clock.h"
+#include "lhwtimer.h"
+
+static const char *const state_names[] = { "pending", "expired", "cancelled" };
+
+/* The timeout at idx and its timer: a userdata whose metatable knows a
+ * timer. Leaves that metatable (the pins) on top of the stack. */
+static struct hwt_node *timeout_from(lua_State *L, int idx, void *p, struct timer **T)
+{
+	if (p && lua_getmetatable(L, idx)) {
+		lua_pushvalue(L, lua_upvalueindex(1));
+		lua_rawget(L, -2);
+		*T = (struct timer *)lua_touserdata(L, -1);
+		lua_pop(L, 1);
+		if (*T)
+			return (struct hwt_node *)p;
+	}
+	lhwt_type_error(L, idx, TIMEOUT_NAME);
+	return NULL;
+}
+
+/* timeout_from for the value at idx. */
+static struct hwt_node *to_timeout_mt(lua_State *L, int idx, struct timer **T)
+{
+	return timeout_from(L, idx, lua_touserdata(L, idx), T);
+}
+
+static struct hwt_node *to_timeout(lua_State *L, int idx, struct timer **T)
+{
+	struct hwt_node *n = to_timeout_mt(L, idx, T);
+	lua_pop(L, 1);
+	return n;
+}
+
+static struct hwt_node *check_timeout(lua_State *L, int idx)
+{
+	struct timer *T;
+	return to_timeout(L, idx, &T);
+}
+
+/* Push the callback and the arguments of `n` (handle at h); returns how many. */
+int lhwt_push_task(lua_State *L, struct hwt_node *n, int h)
+{
+	int i, first = UV_CALLBACK + 1 + (is_periodic(n) ? 1 : 0);
+	luaL_checkstack(L, n->owner_byte + 2, "too many callback arguments");
+	hwt_getuv(L, h, UV_CALLBACK);
+	for (i = 0; i < n->owner_byte; i++)
+		hwt_getuv(L, h, first + i);
+	return 1 + n->owner_byte;
+}
+
+/* ---- timeout methods ------------------------------------------------------------ */
+
+static int timeout_cancel(lua_State *L)
+{
+	struct timer *T;
+	void *p = lua_touserdata(L, 1);
+	struct hwt_node *n = (struct hwt_node *)p;
+	int mt;
+	/* First of all: with deadlines scattered over a big wheel the unlink's
+	 * two neighbours are cache misses, and the unlock would wait for the
+	 * writes to them. Fetching them now overlaps that with the checks. A
+	 * userdata of a node's size that is not one prefetches harmless junk. */
+	if (n && hwt_rawlen(L, 1) == sizeof *n)
+		hwt_list_prefetch_neighbours(&n->link);
+	n = timeout_from(L, 1, p, &T);
+	mt = lua_gettop(L); /* the handle metatable */
+	if (forked(T))
+		return luaL_error(L, "hwtimer: timeout used in a forked child (timers do not survive fork)");
+	if (state_of(n) != PENDING) {
+		lua_pushboolean(L, 0);
+		return 1;
+	}
+	/* Linked somewhere (wheel, due list, local or batch) or, while its own
+	 * callback runs, maybe nowhere: the slot is the worker's to change, so
+	 * it is read only under the lock, inside hwt_worker_del. */
+	hwt_worker_del(&T->w, n);
+	lhwt_cancel_node(L, T, mt, n);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+/* The delay for t:reset: the argument, or a periodic timeout's interval. */
+static int64_t reset_delay(lua_State *L, int h, struct hwt_node *n)
+{
+	struct period p;
+	if (!lua_isnoneornil(L, 2))
+		return lhwt_check_delay(L, 2, 0);
+	if (!is_periodic(n))
+		luaL_argerror(L, 2, "delay expected (a one-shot timeout has no interval to reuse)");
+	hwt_getuv(L, h, UV_CALLBACK + 1);
+	if (!(n->owner_flags & ADVANCED)) {
+		p.interval = (int64_t)lua_tonumber(L, -1);
+		lua_pop(L, 1);
+	} else {
+		(void)lhwt_read_period(L, &p);
+	}
+	return p.interval;
+}
+
+/* t:reset([delay]): due `delay` from now again, pending or not, same callback,
+ * same handle; when it stays in its slot only its expiry changes. */
+static int timeout_reset(lua_State *L)
+{
+	int64_t now = hwt_clock_ns(), delay;
+	struct timer *T;
+	struct hwt_node *n;
+	int refused;
+	lua_settop(L, 2);
+	n = to_timeout_mt(L, 1, &T); /* the handle metatable is now at 3 */
+	if (forked(T))
+		return luaL_error(L, "hwtimer: timeout used in a forked child (timers do not survive fork)");
+	if (T->stopped)
+		return luaL_error(L, "attempt to use a stopped timer");
+	delay = reset_delay(L, 1, n);
+	if (state_of(n) != PENDING) {
+		if ((refused = lhwt_refuse_over_cap(L, T)) != 0)
+			return refused;
+		if (n != T->current) /* the running one is still pinned */
+			lhwt_pin(L, T, 3, 1, n);
+		set_state(n, PENDING);
+		T->pending++;
+		COUNT(T, scheduled);
+	}
+	if (n == T->current || (n->owner_flags & RUNNING))
+		n->owner_flags |= REARMED;
+	if (delay <= 0 ? T->host_wake > 0 : now + delay < T->host_wake)
+		T->wake = 1;
+	if (n->owner_flags & ADVANCED) { /* later periods count from here */
+		hwt_getuv(L, 1, UV_CALLBACK + 1);
+		lua_pushnumber(L, (lua_Number)(now + delay));
+		lua_setfield(L, -2, "nominal");
+	}
+	if (delay <= 0) {
+		hwt_worker_del(&T->w, n);
+		hwt_worker_add_due(&T->w, n);
+	} else {
+		hwt_worker_move(&T->w, n, hwt_worker_tick_at(&T->w, now + delay), now);
+	}
+	if (T->wake) {
+		lua_rawgeti(L, 3, PIN_TIMER);
+		lhwt_wake_host(L, T, lua_gettop(L));
+	}
+	lua_settop(L, 1);
+	return 1;
+}
+
+static int timeout_state(lua_State *L)
+{
+	lua_pushstring(L, state_names[state_of(check_timeout(L, 1))]);
+	return 1;
+}
+
+static int push_state_is(lua_State *L, int state)
+{
+	lua_pushboolean(L, state_of(check_timeout(L, 1)) == state);
+	return 1;
+}
+
+static int timeout_is_pending(lua_State *L) { return push_state_is(L, PENDING); }
+static int timeout_is_expired(lua_State *L) { return push_state_is(L, EXPIRED); }
+static int timeout_is_cancelled(lua_State *L) { return push_state_is(L, CANCELLED); }
+
+/* Monotonic ns at which `n` is due: its deadline rounded up to a tick. */
+static int64_t due_ns(const struct timer *T, const struct hwt_node *n)
+{
+	return hwt_worker_time_of(&T->w, n->expires);
+}
+
+static int timeout_deadline(lua_State *L)
+{
+	struct timer *T;
+	struct hwt_node *n = to_timeout(L, 1, &T);
+	lua_pushnumber(L, ns_to_s(due_ns(T, n)));
+	return 1;
+}
+
+static int timeout_remaining(lua_State *L)
+{
+	struct timer *T;
+	struct hwt_node *n = to_timeout(L, 1, &T);
+	int64_t left = due_ns(T, n) - hwt_clock_ns();
+	lua_pushnumber(L, left > 0 ? ns_to_s(left) : 0);
+	return 1;
+}
+
+/* Seconds since the timeout became due (0 before): inside its callback, how
+ * late it runs. */
+static int timeout_lateness(lua_State *L)
+{
+	struct timer *T;
+	struct hwt_node *n = to_timeout(L, 1, &T);
+	int64_t late = hwt_clock_ns() - due_ns(T, n);
+	lua_pushnumber(L, late > 0 ? ns_to_s(late) : 0);
+	return 1;
+}
+
+static int timeout_timer(lua_State *L)
+{
+	(void)check_timeout(L, 1);
+	lua_getmetatable(L, 1);
+	lua_rawgeti(L, -1, PIN_TIMER);
+	return 1;
+}
+
+/* t:task(): the callback, then the arguments it is called with after t. */
+static int timeout_task(lua_State *L)
+{
+	struct hwt_node *n = check_timeout(L, 1);
+	lua_settop(L, 1);
+	return lhwt_push_task(L, n, 1);
+}
+
+static int timeout_tostring(lua_State *L)
+{
+	struct timer *T;
+	struct hwt_node *n = to_timeout(L, 1, &T);
+	int64_t left = due_ns(T, n) - hwt_clock_ns();
+	if (state_of(n) == PENDING)
+		lua_pushfstring(L, TIMEOUT_NAME " (pending, %s%f s left) %p",
+				is_periodic(n) ? "periodic, " : "",
+				(double)(left > 0 ? ns_to_s(left) : 0), (void *)n);
+	else
+		lua_pushfstring(L, TIMEOUT_NAME " (%s) %p", state_names[state_of(n)], (void *)n);
+	return 1;
+}
+
+/* ---- the handle metatable -------------------------------------------------------- */
+
+/* The metatable of the timer's timeouts (see lhwtimer.h); the timeout methods
+ * table is at `methods` (hwtimer.new passes its upvalue 2). */
+void lhwt_new_handle_metatable(lua_State *L, int ud, struct timer *T, int methods)
+{
+	lua_createtable(L, 0, 6);
+	lua_pushvalue(L, methods);
+	lua_setfield(L, -2, "__index");
+	lua_pushliteral(L, TIMER_FIELD);
+	lua_pushcclosure(L, timeout_tostring, 1);
+	lua_setfield(L, -2, "__tostring");
+	lua_pushliteral(L, TIMEOUT_NAME);
+	lua_setfield(L, -2, "__name");
+	lua_pushliteral(L, TIMEOUT_NAME); /* getmetatable() must not expose the pins */
+	lua_setfield(L, -2, "__metatable");
+	lua_pushlightuserdata(L, T);
+	lua_setfield(L, -2, TIMER_FIELD);
+	lua_pushvalue(L, ud);
+	lua_rawseti(L, -2, PIN_TIMER);
+	T->npins = PIN_TIMER; /* pins follow it */
+}
+
+
+const luaL_Reg lhwt_timeout_methods[] = {
+	{ "cancel", timeout_cancel },
+	{ "reset", timeout_reset },
+	{ "lateness", timeout_lateness },
+	{ "state", timeout_state },
+	{ "is_pending", timeout_is_pending },
+	{ "is_expired", timeout_is_expired },
+	{ "is_cancelled", timeout_is_cancelled },
+	{ "deadline", timeout_deadline },
+	{ "remaining", timeout_remaining },
+	{ "timer", timeout_timer },
+	{ "task", timeout_task },
+	{ NULL, NULL }
+};

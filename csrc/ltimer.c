@@ -1,0 +1,416 @@
+/*
+ * ltimer.c: the timer object: pins, arming, periods, schedule and every,
+ * stop and close, the queries. (lhwtimer.h describes the binding's state.)
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "clock.h"
+#include "lhwtimer.h"
+
+/* ---- pins: what keeps pending handles alive -------------------------------- */
+
+/* The cold half of lhwt_unpin (lhwtimer.h). */
+void lhwt_free_pin(struct timer *T, uint32_t slot)
+{
+	if (T->stopped)
+		return;
+	if (T->nfree == T->free_cap) {
+		uint32_t cap = T->free_cap ? 2 * T->free_cap : 64;
+		uint32_t *grown = realloc(T->free_pins, cap * sizeof *grown);
+		if (!grown)
+			return;
+		T->free_pins = grown;
+		T->free_cap = cap;
+	}
+	T->free_pins[T->nfree++] = slot;
+}
+
+/* ---- scheduling ----------------------------------------------------------- */
+
+/* Put `n` on the wheel to be due at monotonic time `due` (clock read: `now`). */
+static void arm_at(struct timer *T, struct hwt_node *n, int64_t now, int64_t due)
+{
+	if (due < T->host_wake)
+		T->wake = 1;
+	hwt_worker_add(&T->w, n, hwt_worker_tick_at(&T->w, due), now);
+}
+
+/* Put `n` on the wheel `delay_ns` after `now`; due at the next dispatch if <= 0. */
+static void arm(struct timer *T, struct hwt_node *n, int64_t now, int64_t delay_ns)
+{
+	if (delay_ns > 0) {
+		arm_at(T, n, now, now + delay_ns);
+		return;
+	}
+	if (T->host_wake > 0)
+		T->wake = 1;
+	hwt_worker_add_due(&T->w, n);
+}
+
+/* A host that sleeps until timer:timeout() and cannot poll the pipe (nginx)
+ * registered a hook: call it once when something became due before the
+ * host's planned wake-up. The hook is glue (it posts a semaphore), never the
+ * user's callback; an error in it is printed, not raised. */
+void lhwt_wake_host(lua_State *L, struct timer *T, int ud)
+{
+	T->wake = 0;
+	T->host_wake = 0;
+	hwt_getuv(L, ud, UV_WAKEUP);
+	if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
+		fprintf(stderr, "hwtimer: error in wakeup hook: %s\n", lua_tostring(L, -1));
+		lua_pop(L, 1);
+	}
+}
+
+static uint64_t next_random(struct timer *T)
+{ /* xorshift64* */
+	T->rng ^= T->rng >> 12;
+	T->rng ^= T->rng << 25;
+	T->rng ^= T->rng >> 27;
+	return T->rng * UINT64_C(2685821657736338717);
+}
+
+int64_t lhwt_check_delay(lua_State *L, int idx, int periodic)
+{
+	lua_Number d = lhwt_check_finite(L, idx);
+	if (periodic)
+		luaL_argcheck(L, d > 0, idx, "positive interval expected");
+	luaL_argcheck(L, d <= MAX_DELAY, idx, "delay too large (at most 1e9 seconds)");
+	return d <= 0 ? 0 : (int64_t)ceil(d * 1e9);
+}
+
+/* ---- periods ------------------------------------------------------------------ */
+
+static void check_period(lua_State *L, int idx, struct period *p)
+{
+	p->advanced = p->rate = 0;
+	p->jitter = 0;
+	if (lua_type(L, idx) != LUA_TTABLE) {
+		p->interval = lhwt_check_delay(L, idx, 1);
+		return;
+	}
+	p->advanced = 1;
+	lua_getfield(L, idx, "interval");
+	{
+		lua_Number x = lua_tonumber(L, -1);
+		if (lua_type(L, -1) != LUA_TNUMBER || !(x > 0 && x <= MAX_DELAY))
+			luaL_argerror(L, idx, "field 'interval': positive number of seconds expected");
+		p->interval = (int64_t)ceil(x * 1e9);
+	}
+	lua_getfield(L, idx, "rate");
+	p->rate = lua_toboolean(L, -1);
+	lua_getfield(L, idx, "jitter");
+	if (!lua_isnil(L, -1)) {
+		p->jitter = lua_tonumber(L, -1);
+		if (lua_type(L, -1) != LUA_TNUMBER || !(p->jitter >= 0 && p->jitter <= 1))
+			luaL_argerror(L, idx, "field 'jitter': number from 0 to 1 expected");
+	}
+	lua_pop(L, 3);
+}
+
+/* A random extra delay of up to jitter * interval (never negative: never early). */
+static int64_t jitter_ns(struct timer *T, const struct period *p)
+{
+	double u;
+	if (p->jitter <= 0)
+		return 0;
+	u = (double)(next_random(T) >> 11) / 9007199254740992.0; /* [0, 1) */
+	return (int64_t)(u * p->jitter * (double)p->interval);
+}
+
+/* New handle (left on top) for a callback at 3 with nargs arguments after it;
+ * `p` is NULL for a one-shot timeout. */
+static struct hwt_node *new_timeout(lua_State *L, const struct period *p, int nargs)
+{
+	int periodic = p != NULL, h, i;
+	struct hwt_node *n = hwt_newuserdata(L, sizeof *n, 1 + periodic + nargs);
+	h = lua_gettop(L);
+	hwt_node_init(n);
+	n->owner_flags = (uint8_t)(PENDING | (periodic ? PERIODIC : 0) | (p && p->advanced ? ADVANCED : 0));
+	n->owner_byte = (uint8_t)nargs;
+	lua_pushvalue(L, 3);
+	hwt_setuv(L, h, UV_CALLBACK);
+	if (periodic && !p->advanced) {
+		lua_pushnumber(L, (lua_Number)p->interval);
+		hwt_setuv(L, h, UV_CALLBACK + 1);
+	} else if (periodic) {
+		lua_createtable(L, 0, 4);
+		lua_pushnumber(L, (lua_Number)p->interval);
+		lua_setfield(L, -2, "interval");
+		lua_pushboolean(L, p->rate);
+		lua_setfield(L, -2, "rate");
+		lua_pushnumber(L, p->jitter);
+		lua_setfield(L, -2, "jitter");
+		hwt_setuv(L, h, UV_CALLBACK + 1);
+	}
+	for (i = 0; i < nargs; i++) {
+		lua_pushvalue(L, 4 + i);
+		hwt_setuv(L, h, UV_CALLBACK + 1 + periodic + i);
+	}
+	return n;
+}
+
+/* Arm an advanced periodic timeout (handle at h) for the period starting at
+ * `nominal` ns, storing that start in its schedule table. */
+static void arm_period(lua_State *L, struct timer *T, int h, struct hwt_node *n, int64_t now,
+		       int64_t nominal, const struct period *p)
+{
+	hwt_getuv(L, h, UV_CALLBACK + 1);
+	lua_pushnumber(L, (lua_Number)nominal);
+	lua_setfield(L, -2, "nominal");
+	lua_pop(L, 1);
+	arm_at(T, n, now, nominal + jitter_ns(T, p));
+}
+
+/* Read an advanced period's schedule table (on top of the stack) into p;
+ * returns the current period's start. Pops the table. */
+int64_t lhwt_read_period(lua_State *L, struct period *p)
+{
+	int64_t nominal;
+	lua_getfield(L, -1, "interval");
+	lua_getfield(L, -2, "rate");
+	lua_getfield(L, -3, "jitter");
+	lua_getfield(L, -4, "nominal");
+	p->interval = (int64_t)lua_tonumber(L, -4);
+	p->rate = lua_toboolean(L, -3);
+	p->jitter = lua_tonumber(L, -2);
+	p->advanced = 1;
+	nominal = (int64_t)lua_tonumber(L, -1);
+	lua_pop(L, 5);
+	return nominal;
+}
+
+/* Start the next period of the periodic timeout `n` (pinned in mt). Fixed
+ * rate skips the periods already missed rather than running them in a burst. */
+void lhwt_next_period(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
+{
+	int64_t now = hwt_clock_ns(), next;
+	struct period p;
+	int h;
+	lua_rawgeti(L, mt, (lua_Integer)n->owner_word);
+	h = lua_gettop(L);
+	hwt_getuv(L, h, UV_CALLBACK + 1);
+	if (!(n->owner_flags & ADVANCED)) {
+		arm(T, n, now, (int64_t)lua_tonumber(L, -1));
+		lua_settop(L, h - 1);
+		return;
+	}
+	next = lhwt_read_period(L, &p);
+	if (p.rate) {
+		next += p.interval;
+		if (next <= now)
+			next += ((now - next) / p.interval + 1) * p.interval;
+	} else {
+		next = now + p.interval;
+	}
+	arm_period(L, T, h, n, now, next, &p);
+	lua_settop(L, h - 1);
+}
+
+/* ---- schedule, every ----------------------------------------------------------- */
+
+int lhwt_refuse_over_cap(lua_State *L, struct timer *T)
+{
+	if (T->max_pending <= 0 || T->pending < T->max_pending)
+		return 0;
+	lua_pushnil(L);
+	lua_pushfstring(L, "too many pending timeouts (%d pending, max_pending %d)",
+			(int)T->pending, (int)T->max_pending);
+	return 2;
+}
+
+static int schedule(lua_State *L, int periodic)
+{
+	/* The clock is read first: allocating the handle may run a step of the
+	 * garbage collector, which must not push the deadline back. */
+	int64_t now = hwt_clock_ns();
+	struct timer *T = lhwt_check_live(L, 1);
+	struct period p;
+	int64_t delay = 0;
+	int nargs = lua_gettop(L) - 3, h, refused;
+	struct hwt_node *n;
+	if (periodic)
+		check_period(L, 2, &p);
+	else
+		delay = lhwt_check_delay(L, 2, 0);
+	lhwt_check_callable(L, 3);
+	if (nargs > MAX_ARGS)
+		return luaL_error(L, "bad argument to 'schedule' (at most %d callback arguments)", MAX_ARGS);
+	if ((refused = lhwt_refuse_over_cap(L, T)) != 0)
+		return refused;
+	n = new_timeout(L, periodic ? &p : NULL, nargs);
+	h = lua_gettop(L);
+	hwt_getuv(L, 1, UV_HANDLE_MT);
+	lhwt_pin(L, T, h + 1, h, n);
+	lua_setmetatable(L, h);
+	T->pending++;
+	COUNT(T, scheduled);
+	if (periodic && p.advanced)
+		arm_period(L, T, h, n, now, now + p.interval, &p);
+	else
+		arm(T, n, now, periodic ? p.interval : delay);
+	if (T->wake)
+		lhwt_wake_host(L, T, 1);
+	return 1;
+}
+
+static int timer_schedule(lua_State *L)
+{
+	return schedule(L, 0);
+}
+
+static int timer_every(lua_State *L)
+{
+	return schedule(L, 1);
+}
+/* ---- stop, close, collect --------------------------------------------------- */
+
+/* Cancel everything still pending (timer at index 1), appending the handles
+ * to the array at `list` (0: no list). */
+static void cancel_all(lua_State *L, struct timer *T, int list)
+{
+	struct hwt_link all;
+	int mt, n = 0;
+	hwt_list_init(&all);
+	hwt_worker_collect(&T->w, &all);
+	hwt_list_splice(&all, &T->local);
+	hwt_list_splice(&all, &T->batch);
+	hwt_list_splice(&all, &T->running);
+	hwt_getuv(L, 1, UV_HANDLE_MT);
+	mt = lua_gettop(L);
+	if (T->current && state_of(T->current) == PENDING && !(T->current->owner_flags & REARMED))
+		hwt_list_push(&all, &T->current->link); /* a periodic one, running, in no list */
+	while (!hwt_list_empty(&all)) {
+		struct hwt_node *node = hwt_container_of(all.next, struct hwt_node, link);
+		hwt_list_unlink(all.next);
+		node->slot = HWT_SLOT_NONE;
+		if (list) {
+			lua_rawgeti(L, mt, (lua_Integer)node->owner_word);
+			lua_rawseti(L, list, ++n);
+		}
+		lhwt_cancel_node(L, T, mt, node);
+	}
+	lua_pop(L, 1);
+}
+
+/* Stop the timer at index 1 (list at `list` or 0); idempotent, also in a child. */
+static void stop_timer(lua_State *L, struct timer *T, int list)
+{
+	int child = forked(T);
+	if (T->stopped)
+		return;
+	T->stopped = 1;
+	if (!child)
+		hwt_worker_stop(&T->w);
+	cancel_all(L, T, list);
+	free(T->free_pins);
+	T->free_pins = NULL;
+	T->nfree = T->free_cap = 0;
+	if (child)
+		hwt_worker_abandon(&T->w);
+	else
+		hwt_worker_destroy(&T->w);
+}
+
+static int timer_stop(lua_State *L)
+{
+	struct timer *T = lhwt_to_timer(L, 1);
+	lua_settop(L, 1);
+	lua_newtable(L);
+	stop_timer(L, T, 2);
+	return 1;
+}
+
+static int timer_close(lua_State *L)
+{
+	struct timer *T = lhwt_to_timer(L, 1);
+	lua_settop(L, 1);
+	stop_timer(L, T, 0);
+	return 0;
+}
+
+/* ---- timer queries ------------------------------------------------------------ */
+
+static int timer_pending(lua_State *L)
+{
+	lua_pushinteger(L, lhwt_to_timer(L, 1)->pending);
+	return 1;
+}
+
+static int timer_getfd(lua_State *L)
+{
+	lua_pushinteger(L, lhwt_check_live(L, 1)->w.fds[0]);
+	return 1;
+}
+
+static int timer_dirty(lua_State *L)
+{
+	(void)lhwt_check_live(L, 1); /* no data is ever buffered outside the pipe */
+	lua_pushboolean(L, 0);
+	return 1;
+}
+
+static int timer_events(lua_State *L)
+{
+	(void)lhwt_check_live(L, 1);
+	lua_pushliteral(L, "r");
+	return 1;
+}
+
+/* timer:timeout(): seconds to the next event, 0 if due now, nil if none.
+ * With a wakeup hook, the answer is taken as the host's planned wake-up. */
+static int timer_timeout(lua_State *L)
+{
+	struct timer *T = lhwt_check_live(L, 1);
+	uint64_t next;
+	int64_t now, at;
+	if (!hwt_list_empty(&T->local)) {
+		T->host_wake = 0;
+		lua_pushnumber(L, 0);
+		return 1;
+	}
+	next = hwt_worker_next(&T->w);
+	if (next == UINT64_MAX) {
+		T->host_wake = T->has_wakeup ? INT64_MAX : 0;
+		lua_pushnil(L);
+		return 1;
+	}
+	now = hwt_clock_ns();
+	at = hwt_worker_time_of(&T->w, next);
+	T->host_wake = T->has_wakeup && at > now ? at : 0;
+	lua_pushnumber(L, at > now ? ns_to_s(at - now) : 0);
+	return 1;
+}
+
+static int timer_tostring(lua_State *L)
+{
+	struct timer *T = lhwt_to_timer(L, 1);
+	if (T->stopped)
+		lua_pushfstring(L, "hwtimer.timer (stopped) %p", (void *)T);
+	else
+		lua_pushfstring(L, "hwtimer.timer (running, %d pending) %p", (int)T->pending, (void *)T);
+	return 1;
+}
+
+
+const luaL_Reg lhwt_timer_methods[] = {
+	{ "schedule", timer_schedule },
+	{ "every", timer_every },
+	{ "pending", timer_pending },
+	{ "getfd", timer_getfd },
+	{ "dirty", timer_dirty },
+	{ "pollfd", timer_getfd },
+	{ "events", timer_events },
+	{ "timeout", timer_timeout },
+	{ "stop", timer_stop },
+	{ "close", timer_close },
+	{ NULL, NULL }
+};
+
+const luaL_Reg lhwt_timer_metamethods[] = {
+	{ "__gc", timer_close },
+	{ "__close", timer_close },
+	{ "__tostring", timer_tostring },
+	{ NULL, NULL }
+};
