@@ -1,0 +1,368 @@
+-- hwtimer.ngx callbacks that do real I/O in a real nginx: cosockets to an
+-- upstream and to a real redis-server, ngx.sleep, retry of a network call,
+-- the crash reproducer of issue 10, every path that must wake the
+-- dispatcher, requests served on time while the timer works, and worker exit
+-- (quit and reload) with timeouts pending. Runs in the LuaJIT spec run.
+local N = require("spec.nginx")
+local socket = require("socket")
+
+local CONF = [[
+worker_processes 1;
+daemon on;
+master_process on;
+pid logs/nginx.pid;
+error_log logs/error.log warn;
+load_module @NDK@;
+load_module @LUA@;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  lua_package_path "@LPATH@;/usr/share/lua/5.1/?.lua;;";
+  lua_package_cpath "@CPATH@;;";
+  init_worker_by_lua_block {
+    package.loaded.timer = assert(require("hwtimer.ngx").new({ tick = 0.001, exit_max = @EXITMAX@ }, 5))
+    package.loaded.st = { ok = 0, err = 0, late = {}, woke = {}, rounds = 0 }
+  }
+  server {   # the upstream the callbacks talk to
+    listen 127.0.0.1:@PONG@;
+    location = /pong { return 200 "pong"; }
+  }
+  server {
+    listen 127.0.0.1:@PORT@;
+    location = /ping { return 200 "up"; }
+    location = /crash {   # issue 10's reproducer, as a new user wrote it
+      content_by_lua_block {
+        package.loaded.timer:schedule(0.01, function()
+          ngx.socket.tcp():connect("127.0.0.1", @CLOSED@)   -- a cosocket in a callback
+        end)
+        ngx.say("ok")
+      }
+    }
+    location = /io {   # n callbacks, each an HTTP round trip to the upstream
+      content_by_lua_block {
+        local st, n = package.loaded.st, tonumber(ngx.var.arg_n)
+        for i = 1, n do
+          package.loaded.timer:schedule(0.01 + (i % 10) * 0.001, function()
+            local sock = ngx.socket.tcp()
+            sock:settimeout(5000)
+            local ok, err = sock:connect("127.0.0.1", @PONG@)
+            if ok then ok, err = sock:send("GET /pong HTTP/1.0\r\nHost: x\r\n\r\n") end
+            local body = ok and sock:receive("*a")
+            sock:close()
+            if body and body:find("pong", 1, true) then st.ok = st.ok + 1 else st.err = st.err + 1 end
+          end)
+        end
+        ngx.say("scheduled ", n)
+      }
+    }
+    location = /redis {   # n callbacks, each an INCR on a real redis-server
+      content_by_lua_block {
+        local st, n = package.loaded.st, tonumber(ngx.var.arg_n)
+        local redis = require("nginx.redis")
+        for _ = 1, n do
+          package.loaded.timer:schedule(0.005, function()
+            local r = redis:new()
+            r:set_timeout(5000)
+            local ok = r:connect("127.0.0.1", @REDIS@)
+            local v = ok and r:incr("hwtimer:count")
+            if v then st.ok = st.ok + 1 else st.err = st.err + 1 end
+            if ok then r:set_keepalive(10000, 16) end
+          end)
+        end
+        ngx.say("scheduled ", n)
+      }
+    }
+    location = /sleepy {   # one callback sleeps 0.2 s; 1,000 due with it must not wait
+      content_by_lua_block {
+        local hwtimer = require("hwtimer")
+        local st = package.loaded.st
+        st.late = {}
+        package.loaded.timer:schedule(0.05, function() ngx.sleep(0.2) st.slept = true end)
+        for _ = 1, 1000 do
+          package.loaded.timer:schedule(0.05, function(t)
+            st.late[#st.late + 1] = hwtimer.now() - t:deadline()
+          end)
+        end
+        ngx.say("ok")
+      }
+    }
+    location = /retry {   # a network call that fails twice, then succeeds
+      content_by_lua_block {
+        local hwtimer = require("hwtimer")
+        local st = package.loaded.st
+        st.retry = nil
+        local r = hwtimer.retry(package.loaded.timer, function(attempt)
+          local sock = ngx.socket.tcp()
+          sock:settimeout(2000)
+          local ok, err = sock:connect("127.0.0.1", attempt <= 2 and @CLOSED@ or @PONG@)
+          if not ok then return nil, err end
+          sock:send("GET /pong HTTP/1.0\r\nHost: x\r\n\r\n")
+          local body = sock:receive("*a")
+          sock:close()
+          return body and body:find("pong", 1, true) and attempt
+        end, { delay = 0.01, jitter = 0, on_success = function(v) st.retry = v end })
+        st.r = r
+        ngx.say("ok")
+      }
+    }
+    location = /wake {   # each path that makes the next event earlier than the dispatcher's sleep
+      content_by_lua_block {
+        local hwtimer = require("hwtimer")
+        local timer, st, kind = package.loaded.timer, package.loaded.st, ngx.var.arg_kind
+        local start = hwtimer.now()
+        local function note(t) st.woke[kind] = hwtimer.now() - t:deadline() end
+        if kind == "schedule" then
+          timer:schedule(0.05, note)
+        elseif kind == "raw" then
+          timer.timer:schedule(0.05, note)
+        elseif kind == "every" then
+          timer:every(0.05, function(t) note(t) t:cancel() end)
+        elseif kind == "reset" then
+          local t = timer:schedule(30, note)
+          t:reset(0.05)
+        elseif kind == "retry" then
+          hwtimer.retry(timer.timer, function() st.woke[kind] = hwtimer.now() - start return true end)
+        elseif kind == "rearm" then
+          timer:schedule(0.01, function(t)
+            if not st.rearmed then st.rearmed = true t:reset(0.05) else note(t) end
+          end)
+        end
+        ngx.say("ok")
+      }
+    }
+    location = /load {   # a request's own timer work: n timeouts, a quarter cancelled
+      content_by_lua_block {
+        local timer, st, n = package.loaded.timer, package.loaded.st, tonumber(ngx.var.arg_n)
+        for i = 1, n do
+          local t = timer:schedule(0.05 + math.random() * 0.25, function() st.rounds = st.rounds + 1 end)
+          if i % 4 == 0 then t:cancel() end
+        end
+        ngx.say("ok")
+      }
+    }
+    location = /park {   # n timeouts far ahead, each logging if it runs at exit
+      content_by_lua_block {
+        local n = tonumber(ngx.var.arg_n)
+        for i = 1, n do
+          package.loaded.timer:schedule(3600, function(t, id)
+            if id <= 3 then
+              ngx.log(ngx.WARN, "premature run ", id, " exiting=", tostring(ngx.worker.exiting()),
+                      " state=", t:state())
+            end
+          end, i)
+        end
+        ngx.say("parked ", n)
+      }
+    }
+    location = /stats {
+      content_by_lua_block {
+        local st, s = package.loaded.st, package.loaded.timer:stats()
+        local late, woke = st.late, {}
+        table.sort(late)
+        for k, v in pairs(st.woke) do woke[#woke + 1] = k .. "=" .. string.format("%.6f", v) end
+        ngx.say(st.ok, " ", st.err, " ", #late, " ", late[math.max(1, math.ceil(#late * 0.99))] or -1,
+                " ", st.slept and 1 or 0, " ", st.retry or -1, " ", s.pending, " ", s.runners, " ",
+                st.rounds, " ", s.fired, " ", s.errors)
+        ngx.say(table.concat(woke, " "))
+      }
+    }
+  }
+}
+]]
+
+local function stats(port)
+  local _, body = N.get(port, "/stats")
+  local first, second = body:match("^([^\n]*)\n([^\n]*)")
+  local n = N.numbers(first)
+  local woke = {}
+  for k, v in second:gmatch("(%w+)=([%d%.%-e]+)") do woke[k] = tonumber(v) end
+  return { ok = n[1], err = n[2], nlate = n[3], p99 = n[4], slept = n[5], retry = n[6],
+           pending = n[7], runners = n[8], rounds = n[9], fired = n[10], errors = n[11], woke = woke }
+end
+
+local function wait_for(port, pred, secs)
+  local limit = socket.gettime() + (secs or 10)
+  local s
+  repeat
+    s = stats(port)
+    if pred(s) then return s end
+    socket.sleep(0.02)
+  until socket.gettime() > limit
+  return s
+end
+
+-- CPU seconds (user + system) a process has used, from /proc.
+local function cpu_seconds(pid)
+  local f = assert(io.open("/proc/" .. pid .. "/stat"))
+  local line = f:read("*l")
+  f:close()
+  local fields = {}
+  for x in line:gsub("^.-%) ", ""):gmatch("%S+") do fields[#fields + 1] = x end
+  return (tonumber(fields[12]) + tonumber(fields[13])) / 100 -- utime, stime in clock ticks
+end
+
+local function p99(list)
+  table.sort(list)
+  return list[math.ceil(#list * 0.99)]
+end
+
+describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
+  if not N.ready then
+    it("needs LuaJIT, nginx and its Lua module", function()
+      pending("runs in the LuaJIT spec run with Debian's nginx and libnginx-mod-http-lua")
+    end)
+    return
+  end
+
+  local ngx_, redis, port
+
+  local function start(exit_max)
+    port = N.free_port()
+    ngx_ = N.start(N.config(CONF, { PORT = port, PONG = N.free_port(), CLOSED = N.free_port(),
+                                   REDIS = redis.port, EXITMAX = exit_max or 10000 }))
+    assert(N.wait_listening(port, "/ping"), ngx_.log())
+  end
+
+  setup(function()
+    redis = N.start_redis()
+    start()
+  end)
+
+  teardown(function()
+    if ngx_ then ngx_.stop() end
+    redis.stop()
+  end)
+
+  it("survives issue 10's reproducer: a cosocket in a callback, the worker unchanged", function()
+    local before = ngx_.worker_pids()
+    for _ = 1, 5 do assert.equal(200, (N.get(port, "/crash"))) end
+    socket.sleep(0.3)
+    for _ = 1, 5 do assert.equal(200, (N.get(port, "/crash"))) end
+    socket.sleep(0.3)
+    assert.same(before, ngx_.worker_pids())
+    local log = ngx_.log()
+    assert.is_nil(log:find("exited on signal", 1, true), log)
+    assert.is_nil(log:find("yield across", 1, true), log)
+  end)
+
+  it("runs 2,000 callbacks that each make an HTTP round trip through a cosocket", function()
+    local s0 = stats(port)
+    assert.equal(200, (N.get(port, "/io?n=2000")))
+    local s = wait_for(port, function(s) return s.ok + s.err >= s0.ok + s0.err + 2000 end, 20)
+    assert.equal(s0.ok + 2000, s.ok)
+    assert.equal(s0.err, s.err)
+    assert.is_true(s.runners >= 2, "the pool grew while callbacks waited on I/O: " .. s.runners)
+  end)
+
+  it("runs 500 callbacks that each talk to a real redis-server (lua-resty-redis)", function()
+    local s0 = stats(port)
+    assert.equal(200, (N.get(port, "/redis?n=500")))
+    local s = wait_for(port, function(s) return s.ok + s.err >= s0.ok + s0.err + 500 end, 20)
+    assert.equal(s0.ok + 500, s.ok)
+    assert.equal(s0.err, s.err)
+    local c = socket.tcp()
+    assert(c:connect("127.0.0.1", redis.port))
+    c:send("GET hwtimer:count\r\n")
+    assert.equal("$3", c:receive("*l"))
+    assert.equal("500", c:receive("*l"))
+    c:close()
+  end)
+
+  it("keeps 1,000 callbacks on time while one sleeps 0.2 s (p99 lateness <= 5 ms)", function()
+    assert.equal(200, (N.get(port, "/sleepy")))
+    local s = wait_for(port, function(s) return s.nlate >= 1000 and s.slept == 1 end, 10)
+    assert.equal(1000, s.nlate)
+    assert.equal(1, s.slept)
+    assert.is_true(s.p99 <= 0.005, "p99 lateness " .. s.p99)
+  end)
+
+  it("retries a cosocket call that fails twice, then succeeds on the third attempt", function()
+    assert.equal(200, (N.get(port, "/retry")))
+    local s = wait_for(port, function(s) return s.retry > 0 end, 10)
+    assert.equal(3, s.retry)
+  end)
+
+  for _, kind in ipairs({ "schedule", "raw", "every", "reset", "retry", "rearm" }) do
+    it("wakes the sleeping dispatcher on time: " .. kind, function()
+      -- something far ahead: the dispatcher sleeps for its max_wait (5 s)
+      assert.equal(200, (N.get(port, "/load?n=1")))
+      socket.sleep(0.5)
+      assert.equal(200, (N.get(port, "/wake?kind=" .. kind)))
+      local s = wait_for(port, function(s) return s.woke[kind] ~= nil end, 3)
+      assert.is_not_nil(s.woke[kind], kind .. " never ran")
+      assert.is_true(s.woke[kind] <= 0.005, kind .. " late by " .. s.woke[kind])
+    end)
+  end
+
+  it("serves requests on time while the timer works (p99 <= 10 ms, worker not pinned)", function()
+    local function round(n)
+      local times, pid = {}, ngx_.worker_pids()[1]
+      local cpu0, t0 = cpu_seconds(pid), socket.gettime()
+      for i = 1, 300 do
+        local status, _, took = N.get(port, "/load?n=" .. n)
+        assert.equal(200, status)
+        times[i] = took
+      end
+      socket.sleep(0.35) -- the last timeouts come due
+      return p99(times), (cpu_seconds(pid) - cpu0) / (socket.gettime() - t0)
+    end
+    local s0 = stats(port)
+    local base_p99, base_cpu = round(0)
+    local p, cpu = round(1000)
+    local s = wait_for(port, function(s) return s.rounds - s0.rounds >= 300 * 750 end, 10)
+    assert.equal(300 * 750, s.rounds - s0.rounds)
+    print(string.format("\n    requests p99 %.2f ms (no timer work: %.2f ms), worker CPU %.0f%% (%.0f%%)",
+      p * 1e3, base_p99 * 1e3, cpu * 100, base_cpu * 100))
+    assert.is_true(p <= 0.010, "request p99 " .. p)
+    assert.is_true(cpu < 0.9, "worker CPU share " .. cpu)
+  end)
+
+  it("runs pending callbacks once at quit, with ngx.worker.exiting() true, bounded by exit_max", function()
+    ngx_.stop()
+    ngx_ = nil
+    start(1000)
+    assert.equal(200, (N.get(port, "/park?n=100000")))
+    local master = ngx_.master_pid()
+    local t0 = socket.gettime()
+    ngx_.signal("quit")
+    local gone
+    for _ = 1, 100 do
+      local alive = os.execute("kill -0 " .. master .. " 2>/dev/null")
+      if not (alive == true or alive == 0) then
+        gone = true
+        break
+      end
+      socket.sleep(0.05)
+    end
+    local took = socket.gettime() - t0
+    local log = ngx_.log()
+    assert.is_true(gone, "nginx did not quit: " .. log)
+    assert.is_true(took < 4, "quit took " .. took .. " s")
+    assert.matches("premature run 1 exiting=true state=cancelled", log, 1, true)
+    assert.matches("99000 pending timeouts dropped", log, 1, true)
+    assert.is_nil(log:find("exited on signal", 1, true), log)
+  end)
+
+  it("hands pending timeouts to their callbacks at reload; the new worker starts empty", function()
+    ngx_.stop()
+    ngx_ = nil
+    start()
+    assert.equal(200, (N.get(port, "/park?n=10")))
+    local before = ngx_.worker_pids()
+    assert.is_true(ngx_.signal("reload"))
+    local after
+    for _ = 1, 100 do
+      after = ngx_.worker_pids()
+      if #after == 1 and after[1] ~= before[1] and ngx_.log():find("premature run 3", 1, true) then
+        break
+      end
+      socket.sleep(0.05)
+    end
+    assert.are_not.same(before, after)
+    local log = ngx_.log()
+    assert.matches("premature run 1 exiting=true state=cancelled", log, 1, true)
+    assert.is_nil(log:find("exited on signal", 1, true), log)
+    assert.is_true(N.wait_listening(port, "/ping"))
+    assert.equal(0, stats(port).pending)
+  end)
+end)

@@ -1,0 +1,161 @@
+-- Starting a real nginx (Debian's nginx + libnginx-mod-http-lua) and a real
+-- redis-server for the specs: each on a free loopback port, with its own
+-- prefix, stopped by its pid. nginx runs LuaJIT, so the specs that use this
+-- run in the LuaJIT spec run, where HWT_NGX_CPATH points at the module built
+-- for LuaJIT.
+local socket = require("socket")
+
+local N = {}
+
+N.cpath = os.getenv("HWT_NGX_CPATH")
+N.lpath = os.getenv("HWT_NGX_PATH")
+N.nginx = "/usr/sbin/nginx"
+N.lua_module = "/usr/lib/nginx/modules/ngx_http_lua_module.so"
+N.ndk_module = "/usr/lib/nginx/modules/ndk_http_module.so"
+
+local function exists(path)
+  local f = io.open(path)
+  if f then f:close() end
+  return f ~= nil
+end
+N.exists = exists
+
+N.ready = rawget(_G, "jit") and N.cpath and N.lpath and exists(N.nginx) and exists(N.lua_module)
+  and true or false
+
+function N.free_port()
+  local s = assert(socket.bind("127.0.0.1", 0))
+  local _, port = s:getsockname()
+  s:close()
+  return port
+end
+
+-- One HTTP/1.0 GET; returns the status, the body and the seconds it took.
+function N.get(port, path, timeout)
+  local c = socket.tcp()
+  c:settimeout(timeout or 5)
+  local t0 = socket.gettime()
+  assert(c:connect("127.0.0.1", port))
+  c:send("GET " .. path .. " HTTP/1.0\r\nHost: localhost\r\n\r\n")
+  local body = c:receive("*a")
+  c:close()
+  assert(body, "no reply to " .. path)
+  local status = tonumber(body:match("^HTTP/%d%.%d (%d+)"))
+  return status, body:match("\r\n\r\n(.*)$"), socket.gettime() - t0
+end
+
+function N.numbers(s)
+  local t = {}
+  for n in s:gmatch("-?[%d%.]+") do t[#t + 1] = tonumber(n) end
+  return t
+end
+
+local function sh(cmd)
+  local ok = os.execute(cmd)
+  return ok == true or ok == 0
+end
+
+local function read_pid(path)
+  local f = io.open(path)
+  local pid = f and f:read("*n")
+  if f then f:close() end
+  return pid
+end
+N.read_pid = read_pid
+
+-- @NDK@, @LUA@, @LPATH@, @CPATH@ in a config become the module paths; the
+-- workers run as the test's user (as root, nginx would switch them to
+-- `nobody`, who may not read a checkout such as a 0700 temp dir).
+function N.config(conf, vars)
+  local all = { NDK = N.ndk_module, LUA = N.lua_module, LPATH = N.lpath, CPATH = N.cpath }
+  for k, v in pairs(vars or {}) do all[k] = tostring(v) end
+  conf = conf:gsub("@(%u+)@", all)
+  local p = io.popen("id -un")
+  local user = p:read("*l")
+  p:close()
+  return (conf:gsub("worker_processes (%d+);", "worker_processes %1;\nuser " .. user .. ";", 1))
+end
+
+-- Start nginx with `conf` (after N.config) in a fresh prefix. Returns an
+-- object: prefix, log() (error.log so far), master_pid(), worker_pids(),
+-- signal(cmd) (nginx -s cmd), stop().
+function N.start(conf)
+  local prefix = os.tmpname()
+  os.remove(prefix)
+  assert(sh("mkdir -p " .. prefix .. "/logs " .. prefix .. "/conf"))
+  local f = assert(io.open(prefix .. "/conf/nginx.conf", "w"))
+  f:write(conf)
+  f:close()
+  local cmd = string.format("%s -p %s -c conf/nginx.conf", N.nginx, prefix)
+  assert(sh(cmd .. " 2>" .. prefix .. "/logs/start.log"), "nginx did not start")
+  local self = { prefix = prefix }
+  function self.log()
+    local lf = io.open(prefix .. "/logs/error.log")
+    local s = lf and lf:read("*a") or ""
+    if lf then lf:close() end
+    return s
+  end
+  function self.master_pid() return read_pid(prefix .. "/logs/nginx.pid") end
+  function self.worker_pids()
+    local pids, master = {}, self.master_pid()
+    local p = io.popen("pgrep -P " .. tostring(master))
+    for line in p:lines() do pids[#pids + 1] = tonumber(line) end
+    p:close()
+    table.sort(pids)
+    return pids
+  end
+  function self.signal(sig)
+    return sh(cmd .. " -s " .. sig .. " 2>/dev/null")
+  end
+  function self.stop()
+    local pid = self.master_pid()
+    self.signal("stop")
+    for _ = 1, 40 do
+      if not pid or not sh("kill -0 " .. pid .. " 2>/dev/null") then break end
+      socket.sleep(0.05)
+    end
+    if pid then sh("kill -9 -" .. pid .. " 2>/dev/null") end -- its process group, if any is left
+    sh("rm -rf " .. prefix)
+  end
+  return self
+end
+
+function N.wait_listening(port, path)
+  for _ = 1, 100 do
+    if pcall(N.get, port, path or "/") then return true end
+    socket.sleep(0.05)
+  end
+  return false
+end
+
+-- A redis-server on a free loopback port, no persistence; stop() by its pid.
+function N.start_redis()
+  local port = N.free_port()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(sh("mkdir -p " .. dir))
+  assert(sh(string.format("redis-server --bind 127.0.0.1 --port %d --save '' --appendonly no " ..
+    "--daemonize yes --dir %s --pidfile %s/redis.pid --logfile %s/redis.log", port, dir, dir, dir)))
+  local pid
+  for _ = 1, 100 do
+    pid = read_pid(dir .. "/redis.pid")
+    local c = socket.tcp()
+    c:settimeout(0.2)
+    if pid and c:connect("127.0.0.1", port) then c:close() break end
+    c:close()
+    socket.sleep(0.05)
+  end
+  return {
+    port = port,
+    stop = function()
+      if pid then sh("kill " .. pid .. " 2>/dev/null") end
+      for _ = 1, 40 do
+        if not pid or not sh("kill -0 " .. pid .. " 2>/dev/null") then break end
+        socket.sleep(0.05)
+      end
+      sh("rm -rf " .. dir)
+    end,
+  }
+end
+
+return N
