@@ -188,8 +188,11 @@ check-valgrind: $(MODULE) $(TESTUTIL)
 
 # ---- demo, bench, install -----------------------------------------------------------
 
+# The demo needs only a Lua with its headers (lua5.4 and liblua5.4-dev by default) and a compiler.
+DEMO_PACKAGES := $(LUA_PACKAGES) gcc make
+
 demo:
-	@$(MAKE) --no-print-directory deps PACKAGES="$(BASE_PACKAGES) $(LUA_PACKAGES)"
+	@$(MAKE) --no-print-directory deps PACKAGES="$(DEMO_PACKAGES)"
 	@$(MAKE) --no-print-directory $(MODULE)
 	$(RUN_ENV) $(LUA) examples/demo.lua
 

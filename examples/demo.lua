@@ -35,10 +35,12 @@ local BUCKET = 1e-5
 local hist_all, hist_sec = {}, {}
 local intended = {} -- timeout -> schedule time + delay, while it is pending
 
+local early = 0 -- must stay 0: the summary says so and the exit status fails otherwise
+
 local function record(t)
   local b = math.floor((now() - intended[t]) / BUCKET)
   intended[t] = nil
-  if b < 0 then error("a timeout fired early") end
+  if b < 0 then early, b = early + 1, 0 end
   hist_all[b] = (hist_all[b] or 0) + 1
   hist_sec[b] = (hist_sec[b] or 0) + 1
   count.fired = count.fired + 1
@@ -158,10 +160,11 @@ summary
   cancelled   %d
   left at stop %d
   requests    %d: %d answered, %d timed out, %d retried, %d gave up
-  lateness    p50 %.3f ms, p99 %.3f ms, max %.3f ms (never early)
+  lateness    p50 %.3f ms, p99 %.3f ms, max %.3f ms (%s)
   accounting  scheduled = fired + cancelled + left: %s]],
   count.scheduled, CONNS, count.fired, count.heartbeats, count.cancelled, #left,
   count.requests, count.responses, count.timeouts, count.retries, count.gave_up,
   percentile(hist_all, 0.5), percentile(hist_all, 0.99), percentile(hist_all, 1.0),
+  early == 0 and "never early" or (early .. " EARLY"),
   balance == 0 and "ok" or ("OFF BY " .. balance)))
-if balance ~= 0 then os.exit(1) end
+if balance ~= 0 or early > 0 then os.exit(1) end

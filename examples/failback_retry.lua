@@ -9,10 +9,15 @@ local function register()
   return true
 end
 
-hwtimer.retry(timer, register, {
+local r = hwtimer.retry(timer, register, {
   attempts = 10, delay = 0.005, factor = 2, max_delay = 0.1,
-  on_failure = function(err, n) print(string.format("attempt %d failed: %s", n, err)) end,
+  max_time = 2, -- give up after 2 s whatever the attempts left
+  retry_if = function(err) return err == "registry unreachable" end, -- other errors are final
+  on_failure = function(err, n, last)
+    print(string.format("attempt %d failed: %s%s", n, err, last and " (giving up)" or ""))
+  end,
   on_success = function(_, n) print(string.format("registered on attempt %d", n)) end,
 })
 timer:run()
+print(tostring(r)) --> hwtimer.retry (succeeded, 5 attempts, last error: registry unreachable)
 timer:close()
