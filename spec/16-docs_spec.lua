@@ -85,7 +85,7 @@ describe("API reference (README)", function()
       { "lua/hwtimer/cqueues.lua", "^function M%.([%w_]+)", 'require("hwtimer.cqueues").%s(' },
       { "lua/hwtimer/copas.lua", "^function M%.([%w_]+)", 'require("hwtimer.copas").%s(' },
       { "lua/hwtimer/ngx.lua", "^function M%.([%w_]+)", 'require("hwtimer.ngx").%s(' },
-      { "lua/hwtimer/ngx.lua", "^function Dispatcher:([%w_]+)", "d:%s(" },
+      { "lua/hwtimer/ngx.lua", "^function D:(%a[%w_]*)", "d:%s(" },
     }
     local seen = 0
     for _, m in ipairs(modules) do
