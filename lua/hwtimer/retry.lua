@@ -86,21 +86,22 @@ local Retry = {}
 Retry.__index = Retry
 
 -- Bump one of the timer's retry counters when it has them (timer:count).
--- Guarded: a timer stopped by fn raises on every method, and a count must
--- never turn a settled retry into an error.
-local function count(self, name)
+-- The final counts are protected: fn may have stopped the timer, whose
+-- methods then raise, and a count must not turn a settled retry into an error.
+local function count(self, name, protected)
   local timer = self._timer
   local c = timer.count
-  if c then pcall(c, timer, name) end
+  if not c then return end
+  if protected then pcall(c, timer, name) else c(timer, name) end
 end
 
 -- Enter a final state. `reason` says why (see README: r:state()).
 local function finish(self, state, reason)
   self._state, self._reason, self._timeout, self._due = state, reason, nil, nil
   if state == "succeeded" then
-    count(self, "retry_succeeded")
+    count(self, "retry_succeeded", true)
   elseif state == "failed" then
-    count(self, "retry_failed")
+    count(self, "retry_failed", true)
   end
 end
 
