@@ -59,6 +59,7 @@ BASE_PACKAGES  := lua-busted lua-socket lua-luv lua-cqueues lua-copas luarocks p
 ALL_LUA_PACKAGES := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \
                     lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev
 BENCH_PACKAGES := lua-luv gnuplot-nox default-jdk-headless libnetty-java
+NGX_PACKAGES   := nginx libnginx-mod-http-lua luajit2 libluajit2-5.1-dev lua-socket
 
 .PHONY: all test test-all test-c test-spec test-rock demo bench bench-quick install clean \
         deps deps-test deps-bench check check-model check-fuzz check-failalloc check-asan \
@@ -210,13 +211,22 @@ build/netty/NettyBench.class: bench/netty/NettyBench.java
 
 BENCH_BUILD := $(MODULE) $(CBUILD)/core_bench $(CBUILD)/jitter build/netty/NettyBench.class
 
+# hwtimer.ngx against ngx.timer.at in a real nginx (LuaJIT module).
+NGX_BENCH := HWT_NGX_PATH='$(CURDIR)/lua/?.lua' HWT_NGX_CPATH='$(CURDIR)/build/jit/?.so' $(LUA) bench/ngx.lua
+
 bench: deps-bench
 	@$(MAKE) --no-print-directory $(BENCH_BUILD)
+	@$(MAKE) --no-print-directory deps PACKAGES="$(NGX_PACKAGES)"
+	@$(MAKE) --no-print-directory LUA_VERSION=jit
 	$(RUN_ENV) $(LUA) bench/bench.lua 3 1
+	$(NGX_BENCH) 3 1
 
 bench-quick: deps-bench
 	@$(MAKE) --no-print-directory $(BENCH_BUILD)
+	@$(MAKE) --no-print-directory deps PACKAGES="$(NGX_PACKAGES)"
+	@$(MAKE) --no-print-directory LUA_VERSION=jit
 	$(RUN_ENV) $(LUA) bench/bench.lua 1 0.1
+	$(NGX_BENCH) 1 0.1
 
 install: $(MODULE)
 	install -d $(DESTDIR)$(LUA_LIBDIR)/hwtimer $(DESTDIR)$(LUA_SHAREDIR)

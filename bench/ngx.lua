@@ -1,0 +1,193 @@
+-- bench/ngx.lua: hwtimer.ngx against ngx.timer.at in one real nginx (one
+-- worker, Debian's nginx + libnginx-mod-http-lua, LuaJIT), each figure the
+-- median of RUNS runs:
+--   W6a  callbacks per second, n timeouts due at one instant, callbacks that
+--        do not yield (they count);
+--   W6b  callbacks per second, each one HTTP round trip through a cosocket to
+--        a loopback server in the same nginx;
+--   W6c  the worker's RSS growth with 10^6 timeouts pending far ahead, and how
+--        many ngx.timer.at could hold (lua_max_pending_timers set to 2^20).
+-- usage (make bench runs it): lua5.4 bench/ngx.lua [runs] [scale]
+-- with HWT_NGX_PATH / HWT_NGX_CPATH pointing at lua/ and build/jit/.
+package.path = "./?.lua;" .. package.path
+local N = require("spec.nginx")
+local socket = require("socket")
+
+local RUNS = tonumber(arg[1]) or 3
+local SCALE = tonumber(arg[2]) or 1
+if not (N.cpath and N.lpath and N.exists(N.nginx) and N.exists(N.lua_module)) then
+  print("bench/ngx.lua: needs nginx, libnginx-mod-http-lua and HWT_NGX_PATH/HWT_NGX_CPATH")
+  os.exit(0)
+end
+
+local CONF = [[
+worker_processes 1;
+daemon on;
+master_process on;
+pid logs/nginx.pid;
+error_log logs/error.log warn;
+load_module @NDK@;
+load_module @LUA@;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  lua_package_path "@LPATH@;;";
+  lua_package_cpath "@CPATH@;;";
+  lua_max_pending_timers 1048576;
+  lua_max_running_timers 4096;
+  init_worker_by_lua_block {
+    package.loaded.timer = assert(require("hwtimer.ngx").new({ tick = 0.001, max_runners = 256 }))
+    package.loaded.st = { n = 0, first = 0, last = 0 }
+  }
+  server {
+    listen 127.0.0.1:@PONG@;
+    location = /pong { return 200 "pong"; }
+  }
+  server {
+    listen 127.0.0.1:@PORT@;
+    location = /ping { return 200 "up"; }
+    location = /run {   # n callbacks due in 0.2 s through `sys`, doing `work`
+      content_by_lua_block {
+        local now = require("hwtimer").now
+        local st, n, sys, work = package.loaded.st, tonumber(ngx.var.arg_n), ngx.var.arg_sys, ngx.var.arg_work
+        st.n, st.first, st.last, st.failed = 0, 0, 0, 0
+        local function count()
+          if st.n == 0 then st.first = now() end
+          st.n = st.n + 1
+          st.last = now()
+        end
+        local function trip()
+          local sock = ngx.socket.tcp()
+          sock:settimeout(10000)
+          local ok = sock:connect("127.0.0.1", @PONG@)
+          if ok then ok = sock:send("GET /pong HTTP/1.0\r\nHost: x\r\n\r\n") end
+          if ok then ok = sock:receive("*a") end
+          sock:close()
+          if not ok then st.failed = st.failed + 1 end
+          count()
+        end
+        local cb = work == "io" and trip or count
+        if sys == "hwtimer" then
+          local timer = package.loaded.timer
+          for _ = 1, n do timer:schedule(0.2, cb) end
+        else
+          local at = ngx.timer.at
+          for _ = 1, n do
+            local ok, err = at(0.2, cb)
+            if not ok then ngx.say("refused: ", err) return end
+          end
+        end
+        ngx.say("ok")
+      }
+    }
+    location = /park {   # n timeouts an hour ahead
+      content_by_lua_block {
+        local n, sys = tonumber(ngx.var.arg_n), ngx.var.arg_sys
+        local function cb() end
+        if sys == "hwtimer" then
+          local timer = package.loaded.timer
+          for _ = 1, n do timer:schedule(3600, cb) end
+          ngx.say(n)
+        else
+          for i = 1, n do
+            local ok = ngx.timer.at(3600, cb)
+            if not ok then ngx.say(i - 1) return end
+          end
+          ngx.say(n)
+        end
+      }
+    }
+    location = /result {
+      content_by_lua_block {
+        local st = package.loaded.st
+        ngx.say(st.n, " ", st.last - st.first, " ", st.failed)
+      }
+    }
+  }
+}
+]]
+
+local function rss_kb(pid)
+  local f = assert(io.open("/proc/" .. pid .. "/status"))
+  local s = f:read("*a")
+  f:close()
+  return tonumber(s:match("VmRSS:%s*(%d+)"))
+end
+
+local function start()
+  local port = N.free_port()
+  local ngx_ = N.start(N.config(CONF, { PORT = port, PONG = N.free_port() }))
+  assert(N.wait_listening(port, "/ping"), ngx_.log())
+  return ngx_, port
+end
+
+-- Callbacks per second for one run: the n callbacks' span, first to last.
+local function rate(sys, work, n)
+  local ngx_, port = start()
+  local status, body = N.get(port, ("/run?n=%d&sys=%s&work=%s"):format(n, sys, work), 60)
+  assert(status == 200 and body == "ok\n", body)
+  local r
+  for _ = 1, 600 do
+    socket.sleep(0.05)
+    r = N.numbers(select(2, N.get(port, "/result")))
+    if r[1] >= n then break end
+  end
+  ngx_.stop()
+  assert(r[1] == n and r[3] == 0, ("%s %s: %d of %d ran, %d failed"):format(sys, work, r[1], n, r[3]))
+  return n / r[2]
+end
+
+local function parked(sys, n)
+  local ngx_, port = start()
+  local pid = ngx_.worker_pids()[1]
+  local before = rss_kb(pid)
+  local held = 0
+  for _ = 1, n / 100000 do
+    local _, body = N.get(port, ("/park?n=%d&sys=%s"):format(100000, sys), 120)
+    local got = tonumber(body)
+    held = held + got
+    if got < 100000 then break end
+  end
+  local grown = (rss_kb(pid) - before) / 1024
+  ngx_.stop()
+  return held, grown
+end
+
+local function median(list)
+  table.sort(list)
+  return list[math.ceil(#list / 2)]
+end
+
+local function measure(f)
+  local runs = {}
+  for i = 1, RUNS do runs[i] = f() end
+  return median(runs), runs
+end
+
+local lines = {}
+local function report(fmt, ...)
+  local line = fmt:format(...)
+  print(line)
+  lines[#lines + 1] = line
+end
+
+local n_fast, n_io, n_park = math.floor(200000 * SCALE), math.floor(5000 * SCALE), math.floor(1000000 * SCALE)
+report("hwtimer.ngx bench: medians of %d runs, scale %g, %s", RUNS, SCALE, os.date("!%Y-%m-%d %H:%M UTC"))
+for _, w in ipairs({ { "W6a", "count", n_fast }, { "W6b", "io", n_io } }) do
+  local h, hr = measure(function() return rate("hwtimer", w[2], w[3]) end)
+  local t, tr = measure(function() return rate("ngx", w[2], w[3]) end)
+  report("%s %-5s callbacks/s, %d due at once: hwtimer.ngx %.3gM (runs %s), ngx.timer.at %.3gM (runs %s), ratio %.2fx",
+    w[1], w[2], w[3], h / 1e6, table.concat((function() local o = {} for i, v in ipairs(hr) do o[i] = ("%.3g"):format(v / 1e6) end return o end)(), " "),
+    t / 1e6, table.concat((function() local o = {} for i, v in ipairs(tr) do o[i] = ("%.3g"):format(v / 1e6) end return o end)(), " "),
+    h / t)
+end
+local hh, hg = parked("hwtimer", n_park)
+local th, tg = parked("ngx", n_park)
+report("W6c %d pending an hour ahead: hwtimer.ngx holds %d, RSS +%.0f MB (%.0f B each); ngx.timer.at holds %d, RSS +%.0f MB (%.0f B each)",
+  n_park, hh, hg, hg * 1048576 / math.max(hh, 1), th, tg, tg * 1048576 / math.max(th, 1))
+
+if SCALE >= 1 and RUNS >= 3 then
+  local f = assert(io.open("bench/results_ngx.txt", "w"))
+  f:write(table.concat(lines, "\n"), "\n")
+  f:close()
+end
