@@ -22,6 +22,9 @@ http {
   init_worker_by_lua_block {
     package.loaded.timer = assert(require("hwtimer.ngx").new({ tick = 0.001, exit_max = @EXITMAX@ }, 5))
     package.loaded.st = { ok = 0, err = 0, late = {}, woke = {}, rounds = 0 }
+    package.loaded.small = assert(require("hwtimer.ngx").new({ max_runners = 2,
+      on_error = function(err, t, tb) package.loaded.st.errs = (package.loaded.st.errs or 0) + 1
+        package.loaded.st.tb = tb end }))
   }
   server {   # the upstream the callbacks talk to
     listen 127.0.0.1:@PONG@;
@@ -154,6 +157,42 @@ http {
         ngx.say("parked ", n)
       }
     }
+    location = /mixed {   # the pool at its maximum: callbacks that yield, raise or not
+      content_by_lua_block {
+        local st, small, n = package.loaded.st, package.loaded.small, tonumber(ngx.var.arg_n)
+        st.mixed, st.twice, st.errs, st.overlap, st.beats, st.backlog = {}, 0, 0, 0, 0, 0
+        for i = 1, n do
+          small:schedule(0.01, function(t, id)
+            if st.mixed[id] then st.twice = st.twice + 1 end
+            st.mixed[id] = true
+            if id % 3 == 0 then ngx.sleep(0.005) elseif id % 3 == 1 then error("boom " .. id) end
+          end, i)
+        end
+        local inside = false
+        small:every(0.002, function(t)
+          if inside then st.overlap = st.overlap + 1 end
+          inside = true
+          ngx.sleep(0.01)   -- longer than the interval: the next run waits for this one
+          inside = false
+          st.beats = st.beats + 1
+          if st.beats == 5 then t:cancel() end
+        end)
+        ngx.sleep(0.05)
+        local s = small:stats()
+        st.backlog, st.maxrunners = s.due or -1, s.runners
+        ngx.say("ok")
+      }
+    }
+    location = /mixed_stats {
+      content_by_lua_block {
+        local st, s = package.loaded.st, package.loaded.small:stats()
+        local ran = 0
+        for _ in pairs(st.mixed) do ran = ran + 1 end
+        ngx.say(ran, " ", st.twice, " ", st.errs, " ", st.overlap, " ", st.beats, " ", st.backlog, " ",
+                st.maxrunners, " ", s.runners, " ", s.pending, " ", s.errors, " ",
+                st.tb and st.tb:find("boom", 1, true) and st.tb:find("traceback", 1, true) and 1 or 0)
+      }
+    }
     location = /stats {
       content_by_lua_block {
         local st, s = package.loaded.st, package.loaded.timer:stats()
@@ -274,6 +313,26 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     assert.equal(1000, s.nlate)
     assert.equal(1, s.slept)
     assert.is_true(s.p99 <= 0.005, "p99 lateness " .. s.p99)
+  end)
+
+  it("loses nothing with the pool at its maximum: callbacks that yield, raise, repeat", function()
+    assert.equal(200, (N.get(port, "/mixed?n=300")))
+    local m
+    for _ = 1, 200 do
+      m = N.numbers(select(2, N.get(port, "/mixed_stats")))
+      if m[1] >= 300 and m[5] >= 5 then break end
+      socket.sleep(0.02)
+    end
+    assert.equal(300, m[1])            -- every accepted timeout ran
+    assert.equal(0, m[2])              -- none twice
+    assert.equal(100, m[3])            -- every error reached on_error
+    assert.equal(0, m[4])              -- a periodic run never overlaps the previous one
+    assert.equal(5, m[5])
+    assert.is_true(m[6] > 0, "stats showed no backlog while the pool was full: " .. m[6])
+    assert.is_true(m[7] <= 2 and m[8] <= 2, "runners over max_runners")
+    assert.equal(0, m[9])              -- nothing left pending
+    assert.equal(100, m[10])           -- errors counted in stats
+    assert.equal(1, m[11])             -- on_error got a traceback
   end)
 
   it("retries a cosocket call that fails twice, then succeeds on the third attempt", function()
