@@ -193,6 +193,18 @@ http {
                 st.tb and st.tb:find("boom", 1, true) and st.tb:find("traceback", 1, true) and 1 or 0)
       }
     }
+    location = /closeraw {   # a callback closes the timer itself, behind the glue's back
+      content_by_lua_block {
+        local d = assert(require("hwtimer.ngx").new())
+        package.loaded.st.closed = false
+        d:schedule(0.01, function() d.timer:close() package.loaded.st.closed = true end)
+        d:schedule(0.02, function() end)
+        ngx.say("ok")
+      }
+    }
+    location = /closed {
+      content_by_lua_block { ngx.say(package.loaded.st.closed and 1 or 0) }
+    }
     location = /stats {
       content_by_lua_block {
         local st, s = package.loaded.st, package.loaded.timer:stats()
@@ -333,6 +345,21 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     assert.equal(0, m[9])              -- nothing left pending
     assert.equal(100, m[10])           -- errors counted in stats
     assert.equal(1, m[11])             -- on_error got a traceback
+  end)
+
+  it("leaves quietly when a callback closes the timer behind the glue's back", function()
+    assert.equal(200, (N.get(port, "/closeraw")))
+    local closed
+    for _ = 1, 100 do
+      closed = select(2, N.get(port, "/closed"))
+      if closed == "1\n" then break end
+      socket.sleep(0.02)
+    end
+    assert.equal("1\n", closed)
+    socket.sleep(0.1)
+    local log = ngx_.log()
+    assert.is_nil(log:find("stopped timer", 1, true), log)
+    assert.is_nil(log:find("exited on signal", 1, true), log)
   end)
 
   it("retries a cosocket call that fails twice, then succeeds on the third attempt", function()

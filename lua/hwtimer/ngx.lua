@@ -124,7 +124,10 @@ local function runner(premature, self)
   end
   local runs = 0
   while self.running and not ngx.worker.exiting() do
-    local n, handed = drain(self)
+    -- one protected call per drain: a timer closed behind the glue's back
+    -- (d.timer:close()) ends the runner quietly
+    local ok, n, handed = pcall(drain, self)
+    if not ok then self.running = false break end
     if handed then return end
     runs = runs + n
     if runs >= self.runner_runs and spawn_runner(self, true) then return end
@@ -186,7 +189,13 @@ end
 local function dispatcher(premature, self)
   if premature then return end -- the exit timer handles the worker's exit
   while self.running and not ngx.worker.exiting() do
-    self.wake:wait(wait_ms(self))
+    local ok, wait = pcall(wait_ms, self)
+    if not ok then -- the timer was closed behind the glue's back: leave quietly
+      self.running = false
+      if self.idle > 0 then self.work:post(self.idle) end
+      break
+    end
+    self.wake:wait(wait)
   end
 end
 
