@@ -144,12 +144,29 @@ local function run_due(self)
   until not resumed(self, w, resume(w.co, self, w))
 end
 
+-- The controller must never hold the timer's descriptor in its pollset when
+-- the timer closes it: cqueues would fail on its next update of that
+-- descriptor ("unable to update event disposition: Bad file descriptor"),
+-- ending cq:loop() with an error. So the descriptor leaves the pollset
+-- (cancel, while it is still open) before any callback runs, and while
+-- callbacks are suspended in the controller (any of them may close the timer)
+-- the wait is on the wake condition and timer:timeout() alone, to the
+-- controller's millisecond instead of the worker's wake-up.
+local function wait(self, timer)
+  if self.running == 0 then
+    cqueues.poll(timer, self.wake)
+    self.cq:cancel(self.fd)
+  else
+    cqueues.poll(self.wake, timer:timeout())
+  end
+end
+
 -- The attached coroutine: wait until something is due, run it, again, until
 -- detached or the timer is stopped or closed.
 local function serve(self)
   local timer = self.timer
   while not self.detached and usable(timer) do
-    cqueues.poll(timer, self.wake)
+    wait(self, timer)
     if self.detached then break end
     local ok, err = pcall(self.run, self)
     if not ok and usable(timer) then error(err, 0) end
@@ -183,14 +200,15 @@ function M.attach(timer, cq, opts)
   opts = opts or {}
   check_opts(opts)
   cq = cq or cqueues.new()
-  local self = { timer = timer, take = timer.take, done = timer.done, budget = 0, cq = cq, wake = condition.new(), pool = {}, running = 0,
-                 detached = false, on_error = opts.on_error, batch = opts.batch or 1000,
+  local self = { timer = timer, take = timer.take, done = timer.done, fd = timer:getfd(),
+                 cq = cq, wake = condition.new(), pool = {}, running = 0, budget = 0, detached = false, on_error = opts.on_error, batch = opts.batch or 1000,
                  run = opts.dispatch and run_dispatch or run_due }
   local wake = self.wake
   timer:wakeup(function() wake:signal() end)
   local attached = {}
-  function attached.detach()
+  function attached.detach() -- before the timer closes its descriptor, if it is still open
     self.detached = true
+    if usable(timer) then cq:cancel(self.fd) end
     wake:signal()
   end
   function attached.running() return self.running end
