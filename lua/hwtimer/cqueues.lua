@@ -6,26 +6,31 @@
 --   cq:loop()               -- returns once detached (or the timer closed) and nothing else runs
 --   attached.detach()       -- from anywhere, e.g. a callback
 --
--- A coroutine on the controller waits with cqueues.poll(timer, wake): the
--- timer is pollable (pollfd, events, timeout), and wake is a condition the
--- timer signals through timer:wakeup when something is scheduled sooner than
--- that wait. Then it takes the due timeouts one at a time (timer:take) and
--- runs each callback in a plain coroutine from a small pool:
--- - a callback that returns without yielding is done there and then
---   (timer:done), and its coroutine goes back to the pool: nothing is
---   created or attached on this fast path;
+-- A coroutine on the controller (the attached coroutine) waits with
+-- cqueues.poll(timer, wake): the timer is pollable (pollfd, events, timeout),
+-- and wake is a condition the timer signals through timer:wakeup when
+-- something is scheduled sooner than that wait. Then a runner, a plain
+-- coroutine from a small pool, takes the due timeouts one at a time
+-- (timer:take) and calls their callbacks, reporting each with timer:done:
+-- - callbacks that return without yielding all run in one resume of one
+--   runner: nothing is created or attached on this fast path;
 -- - a callback that yields (a socket that would block, cqueues.sleep,
---   cqueues.poll) is handed to the controller: a forwarder coroutine passes
---   its yields up to cqueues and what cqueues resumes it with back down until
---   it finishes, while the other due callbacks go on. A periodic timeout's
---   next period starts when its callback finishes, so runs never overlap.
--- An error ends the callback's coroutine: it goes to opts.on_error(err, t,
--- traceback), or by default to stderr with the traceback as the timer's own
--- default prints it, and counts in the timer's errors (timer:done(t, false)).
--- The timer's own on_error (hwtimer.new's option) is not called.
+--   cqueues.poll) suspends its runner, which is handed to the controller: a
+--   forwarder coroutine passes its yields up to cqueues and what cqueues
+--   resumes it with back down until that callback returns; meanwhile another
+--   runner goes on with the rest. A periodic timeout's next period starts
+--   when its callback returns, so its runs never overlap.
+-- No pcall is involved, so this works on Lua 5.1 as on 5.4 and LuaJIT. An
+-- error ends the runner: it goes to opts.on_error(err, t, traceback), or by
+-- default to stderr with the traceback as the timer's own default prints it,
+-- and counts in the timer's errors (timer:done(t, false)). The timer's own
+-- on_error (hwtimer.new's option) is not called: Lua cannot reach it.
 --
--- opts.dispatch = true runs the callbacks with timer:dispatch() instead:
--- faster for many tiny callbacks, but a callback that yields gets an error.
+-- Close the timer from one of its callbacks, or detach() first: the
+-- controller must not be left polling a descriptor the timer closed.
+--
+-- opts.dispatch = true runs the callbacks with timer:dispatch() instead
+-- (~3.5x the callbacks per second), but a callback that yields gets an error.
 local cqueues = require("cqueues")
 local condition = require("cqueues.condition")
 
@@ -91,8 +96,7 @@ local function usable(timer)
 end
 
 -- A coroutine of the controller: the runner's yields go up to cqueues, and
--- what cqueues resumes with goes back down, until its callback finishes. A
--- callback that closed the timer wakes the attached coroutine so it leaves.
+-- what cqueues resumes with goes back down, until its callback finishes.
 local function forward(self, w, ok, first, ...)
   if ok and first == FINISHED then
     w.handed = false
@@ -103,7 +107,9 @@ local function forward(self, w, ok, first, ...)
     return forward(self, w, resume(w.co, yield(first, ...)))
   end
   self.running = self.running - 1
-  if not usable(self.timer) then self.wake:signal() end
+  -- the last one out lets the attached coroutine wait on the descriptor
+  -- again; one that closed the timer lets it leave
+  if self.running == 0 or not usable(self.timer) then self.wake:signal() end
 end
 
 local function hand_over(self, w, ...)
@@ -180,13 +186,15 @@ end
 
 local function check_opts(opts)
   for k, v in pairs(opts) do
-    local ok = (k == "on_error" and (type(v) == "function" or (getmetatable(v) or {}).__call))
+    local expected = (k == "on_error" and "function expected")
+      or (k == "batch" and "positive integer expected")
+      or (k == "dispatch" and "boolean expected") or "unknown option"
+    local mt = getmetatable(v)
+    local ok = (k == "on_error" and (type(v) == "function" or (type(mt) == "table" and mt.__call)))
       or (k == "batch" and type(v) == "number" and v >= 1 and v == math.floor(v))
       or (k == "dispatch" and type(v) == "boolean")
     if not ok then
-      error(string.format("bad argument #3 to 'attach' (option '%s': %s)", tostring(k),
-        k == "on_error" and "function expected" or k == "batch" and "positive integer expected"
-        or k == "dispatch" and "boolean expected" or "unknown option"), 3)
+      error(string.format("bad argument #3 to 'attach' (option '%s': %s)", tostring(k), expected), 3)
     end
   end
 end
@@ -201,7 +209,8 @@ function M.attach(timer, cq, opts)
   check_opts(opts)
   cq = cq or cqueues.new()
   local self = { timer = timer, take = timer.take, done = timer.done, fd = timer:getfd(),
-                 cq = cq, wake = condition.new(), pool = {}, running = 0, budget = 0, detached = false, on_error = opts.on_error, batch = opts.batch or 1000,
+                 cq = cq, wake = condition.new(), pool = {}, running = 0, budget = 0,
+                 detached = false, on_error = opts.on_error, batch = opts.batch or 1000,
                  run = opts.dispatch and run_dispatch or run_due }
   local wake = self.wake
   timer:wakeup(function() wake:signal() end)
