@@ -10,6 +10,27 @@ int64_t hwt_clock_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+#if defined(CLOCK_MONOTONIC_COARSE)
+#define COARSE CLOCK_MONOTONIC_COARSE
+#else
+#define COARSE CLOCK_MONOTONIC
+#endif
+
+int64_t hwt_clock_coarse_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t hwt_clock_coarse_res(void)
+{
+	struct timespec ts;
+	if (clock_getres(COARSE, &ts) != 0)
+		return 0;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 struct timespec hwt_clock_timespec(int64_t ns)
 {
 	struct timespec ts;

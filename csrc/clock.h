@@ -1,5 +1,6 @@
 /*
- * clock.h: the one clock of hwtimer, CLOCK_MONOTONIC in nanoseconds.
+ * clock.h: the one clock of hwtimer, CLOCK_MONOTONIC in nanoseconds; and a
+ * cheaper, coarser one that only times callbacks for the stats.
  */
 #ifndef HWT_CLOCK_H
 #define HWT_CLOCK_H
@@ -14,6 +15,11 @@
 
 /* Monotonic time in nanoseconds; unaffected by changes to the wall clock. */
 int64_t hwt_clock_ns(void);
+/* Monotonic time in ns at the kernel tick's resolution (1-10 ms): a few ns a
+ * read where the system has CLOCK_MONOTONIC_COARSE, else hwt_clock_ns. */
+int64_t hwt_clock_coarse_ns(void);
+/* The resolution of hwt_clock_coarse_ns, in ns. */
+int64_t hwt_clock_coarse_res(void);
 /* The timespec for `ns` nanoseconds of the monotonic clock. */
 struct timespec hwt_clock_timespec(int64_t ns);
 

@@ -14,34 +14,78 @@
 
 /* ---- dispatch ------------------------------------------------------------- */
 
-/* Message handler for the default on_error: keep where the error happened. */
+/* The error at idx as a string: itself, its __tostring, or what it is. May
+ * push one value; never converts the error in place (on_error gets it as
+ * it was raised). */
+static const char *error_message(lua_State *L, int idx)
+{
+	if (lua_type(L, idx) == LUA_TSTRING)
+		return lua_tostring(L, idx);
+	if (lua_type(L, idx) == LUA_TNUMBER) {
+		lua_pushvalue(L, idx);
+		return lua_tostring(L, -1);
+	}
+	if (luaL_callmeta(L, idx, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+		return lua_tostring(L, -1);
+	return lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, idx));
+}
+
+/* Dispatch's message handler (one per timer, upvalue 1: the struct timer).
+ * Runs only when a callback raises, where the stack still is: it keeps the
+ * traceback (the message, then the stack) in the registry under the timer's
+ * address for run_due, and leaves the error itself as it was. */
 static int traceback_handler(lua_State *L)
 {
-	const char *msg = lua_tostring(L, 1);
-	if (!msg) {
-		if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
-			msg = lua_tostring(L, -1);
-		else
-			msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
-	}
+	const char *msg;
+	lua_settop(L, 1);
+	msg = error_message(L, 1);
+	lua_pushvalue(L, lua_upvalueindex(1));
 	luaL_traceback(L, L, msg, 1);
+	lua_rawset(L, LUA_REGISTRYINDEX);
+	lua_settop(L, 1);
 	return 1;
 }
 
-/* The callback of `n` failed with the error on top: give it to on_error
- * (timer at index 1, handle metatable at `mt`). Pops the error. */
+/* Make the timer's message handler (for hwtimer.new): pushes it. */
+void lhwt_new_handler(lua_State *L, struct timer *T)
+{
+	lua_pushlightuserdata(L, T);
+	lua_pushcclosure(L, traceback_handler, 1);
+}
+
+/* Replace the error on top by the error and its traceback (taken from where
+ * the handler left it; made up if it never ran: a memory error). */
+static void push_traceback(lua_State *L, struct timer *T)
+{
+	int err = lua_gettop(L);
+	lua_pushlightuserdata(L, T);
+	lua_rawget(L, LUA_REGISTRYINDEX);
+	if (lua_type(L, -1) != LUA_TSTRING) {
+		lua_pop(L, 1);
+		lua_pushfstring(L, "%s\n(no traceback)", error_message(L, err));
+		lua_insert(L, err + 1);
+		lua_settop(L, err + 1); /* drops what error_message may have pushed */
+	}
+	lua_pushlightuserdata(L, T);
+	lua_pushnil(L);
+	lua_rawset(L, LUA_REGISTRYINDEX);
+}
+
+/* The callback of `n` failed with the error and its traceback on top: give
+ * them to on_error (timer at index 1, handle metatable at `mt`). Pops both. */
 static void report_error(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
 {
 	COUNT(T, errors);
 	if (!T->has_on_error) {
 		fprintf(stderr, "hwtimer: error in timeout callback: %s\n", lua_tostring(L, -1));
-		lua_pop(L, 1);
+		lua_pop(L, 2);
 		return;
 	}
 	hwt_getuv(L, 1, UV_ON_ERROR);
-	lua_insert(L, -2);
+	lua_insert(L, -3);
 	lua_rawgeti(L, mt, (lua_Integer)n->owner_word); /* still pinned: see finish_current */
-	if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+	lua_insert(L, -2); /* on_error, err, handle, traceback */
+	if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
 		const char *msg = lua_tostring(L, -1);
 		fprintf(stderr, "hwtimer: error in on_error: %s\n", msg ? msg : luaL_typename(L, -1));
 		lua_pop(L, 1);
@@ -60,7 +104,7 @@ static void finish_current(lua_State *L, struct timer *T, int mt)
 	if (state_of(n) != PENDING)
 		lhwt_unpin(L, T, mt, n);
 	else if (!rearmed && !T->stopped)
-		lhwt_next_period(L, T, mt, n);
+		lhwt_next_period(L, T, mt, n, hwt_clock_ns());
 }
 
 /* Push the callback of `n`, its handle and its arguments above run_batch's
@@ -87,20 +131,23 @@ static int push_call(lua_State *L, struct hwt_node *n)
 static int run_batch(lua_State *L)
 {
 	struct timer *T = (struct timer *)lua_touserdata(L, 1);
+	int64_t now;
 	while (T->budget > 0 && !hwt_list_empty(&T->batch)) {
 		struct hwt_node *n = hwt_container_of(T->batch.next, struct hwt_node, link);
 		hwt_list_unlink(&n->link);
 		n->slot = HWT_SLOT_NONE;
 		T->budget--;
 		T->current = n;
-		COUNT(T, fired);
 		/* due, so expires <= the current tick: no overflow, no guard needed */
-		lhwt_record_late(T, T->batch_now - (T->w.origin + (int64_t)n->expires * T->w.tick_ns));
+		lhwt_record_fired(T, T->batch_now - (T->w.origin + (int64_t)n->expires * T->w.tick_ns));
 		if (!is_periodic(n)) {
 			set_state(n, EXPIRED);
 			T->pending--;
 		}
 		lua_call(L, push_call(L, n), 0);
+		now = hwt_clock_coarse_ns(); /* this one's end, the next one's start */
+		record_cb_max(T, now - T->cb_start);
+		T->cb_start = now;
 		finish_current(L, T, 2);
 	}
 	return 0;
@@ -109,20 +156,23 @@ static int run_batch(lua_State *L)
 /* Run up to `max` due timeouts (timer at index 1); returns how many ran. */
 static lua_Integer run_due(lua_State *L, struct timer *T, lua_Integer max)
 {
-	int mt, mh = 0;
-	/* One clock read a batch: what the host may expire itself, and the start
-	 * of the batch for the lateness stats (a timeout the worker made due a
-	 * moment after it counts as 0 late). */
+	int64_t now, error_at, outside;
+	int mt, mh;
+	/* The clock is read once at the start of a batch: what the host may
+	 * expire itself, the start for the lateness stats (a timeout the worker
+	 * made due a moment after it counts as 0 late) and for cb_time; once at
+	 * its end. The coarse clock (a few ns) times each callback for cb_max:
+	 * the precise one, ~25 ns a read, cost W2c a third of its rate. */
 	T->batch_now = hwt_clock_ns();
 	hwt_worker_take(&T->w, &T->local, T->batch_now);
 	hwt_list_splice(&T->batch, &T->local); /* callbacks' new timeouts wait */
 	hwt_getuv(L, 1, UV_HANDLE_MT);
 	mt = lua_gettop(L);
-	if (!T->has_on_error) {
-		lua_pushcfunction(L, traceback_handler);
-		mh = lua_gettop(L);
-	}
+	hwt_getuv(L, 1, UV_HANDLER);
+	mh = lua_gettop(L);
 	T->budget = max;
+	T->cb_start = hwt_clock_coarse_ns();
+	outside = 0;
 	T->dispatching = 1;
 	for (;;) {
 		lua_pushcfunction(L, run_batch);
@@ -130,14 +180,22 @@ static lua_Integer run_due(lua_State *L, struct timer *T, lua_Integer max)
 		lua_pushvalue(L, mt);
 		if (lua_pcall(L, 2, 0, mh) == LUA_OK)
 			break;
+		push_traceback(L, T);
 		if (!T->current) { /* failed outside a callback: keep the rest for later */
-			lua_pop(L, 1);
+			lua_pop(L, 2);
 			break;
 		}
+		now = hwt_clock_coarse_ns();
+		record_cb_max(T, now - T->cb_start);
+		error_at = hwt_clock_ns(); /* on_error's time is not a callback's */
 		report_error(L, T, mt, T->current);
 		finish_current(L, T, mt);
+		outside += hwt_clock_ns() - error_at;
+		T->cb_start = hwt_clock_coarse_ns();
 	}
 	T->dispatching = 0;
+	if (max != T->budget) /* the batch's time, less on_error's */
+		lhwt_record_cb_time(T, hwt_clock_ns() - T->batch_now - outside);
 	lua_settop(L, mt - 1);
 	if (T->wake)
 		lhwt_wake_host(L, T, 1);
@@ -258,8 +316,7 @@ static int timer_take(lua_State *L)
 	n = hwt_container_of(T->local.next, struct hwt_node, link);
 	hwt_list_unlink(&n->link);
 	n->slot = HWT_SLOT_NONE;
-	COUNT(T, fired);
-	lhwt_record_late(T, now - (T->w.origin + (int64_t)n->expires * T->w.tick_ns));
+	lhwt_record_fired(T, now - (T->w.origin + (int64_t)n->expires * T->w.tick_ns));
 	lua_settop(L, 1);
 	hwt_getuv(L, 1, UV_HANDLE_MT);
 	lua_rawgeti(L, 2, (lua_Integer)n->owner_word); /* the handle, at 3 */
@@ -308,7 +365,7 @@ static int timer_done(lua_State *L)
 		return 0;
 	hwt_list_unlink(&n->link); /* from T->running: the worker never sees that list */
 	n->slot = HWT_SLOT_NONE;
-	lhwt_next_period(L, T, mt, n);
+	lhwt_next_period(L, T, mt, n, hwt_clock_ns());
 	if (T->wake) {
 		lua_rawgeti(L, mt, PIN_TIMER);
 		lhwt_wake_host(L, T, lua_gettop(L));

@@ -202,7 +202,7 @@ static int hwtimer_new(lua_State *L)
 	struct timer *T;
 	int ud, failed;
 	read_options(L, &o);
-	T = hwt_newuserdata(L, sizeof *T, 3);
+	T = hwt_newuserdata(L, sizeof *T, TIMER_NUV);
 	ud = lua_gettop(L);
 	memset(T, 0, sizeof *T);
 	T->magic = &lhwt_timer_magic;
@@ -217,6 +217,8 @@ static int hwtimer_new(lua_State *L)
 	lua_setmetatable(L, ud);
 	lhwt_new_handle_metatable(L, ud, T, lua_upvalueindex(2));
 	hwt_setuv(L, ud, UV_HANDLE_MT);
+	lhwt_new_handler(L, T);
+	hwt_setuv(L, ud, UV_HANDLER);
 	if (o.on_error) {
 		lua_pushvalue(L, o.on_error);
 		hwt_setuv(L, ud, UV_ON_ERROR);

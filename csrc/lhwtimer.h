@@ -23,7 +23,8 @@
  * State changes only in the binding, on the Lua thread: the worker thread only
  * moves nodes between the wheel's lists, under the worker's lock.
  *
- * Uservalues: timer {1 = handle metatable, 2 = on_error, 3 = wakeup hook};
+ * Uservalues: timer {1 = handle metatable, 2 = on_error, 3 = wakeup hook,
+ * 4 = dispatch's message handler};
  * timeout {1 = callback, then the interval if periodic, then the arguments}.
  */
 #ifndef HWT_LHWTIMER_H
@@ -45,6 +46,8 @@
 #define UV_HANDLE_MT 1
 #define UV_ON_ERROR 2
 #define UV_WAKEUP 3
+#define UV_HANDLER 4
+#define TIMER_NUV 4
 #define UV_CALLBACK 1
 
 /* node->owner_flags: the state in the low bits, then flags. A periodic
@@ -73,8 +76,11 @@ extern const char lhwt_timer_magic;
 #define PIN_TIMER 1
 #define TIMER_FIELD "__hwtimer.timer"
 
+/* Counts are of runs: see lhwtimer.h's run_armed and the README's stats. */
 struct stats {
-	lua_Integer scheduled, fired, cancelled, errors;
+	lua_Integer scheduled, fired, cancelled, errors, skipped;
+	lua_Integer retry_started, retry_succeeded, retry_failed; /* timer:count */
+	int64_t cb_time, cb_max;          /* ns: callbacks run by dispatch (see ldispatch.c) */
 	int64_t late_max;                 /* ns */
 	uint32_t late[LATE_BUCKETS];
 };
@@ -84,6 +90,7 @@ struct timer {
 	struct hwt_worker w;
 	struct stats life, window;        /* since creation; since stats(true) */
 	int64_t batch_now;                /* clock at the start of this dispatch */
+	int64_t cb_start;                 /* coarse clock when the current callback began */
 	uint64_t rng;                     /* jitter for periodic timeouts */
 	struct hwt_link local;     /* taken from the worker, not yet run */
 	struct hwt_link batch;     /* being run by the current dispatch */
@@ -92,7 +99,8 @@ struct timer {
 	int64_t host_wake;         /* when the host plans to wake (ns); 0: awake or no hook */
 	uint32_t *free_pins;       /* pin slots to reuse, a stack */
 	uint32_t nfree, free_cap;
-	lua_Integer pending;       /* scheduled, neither run nor cancelled */
+	lua_Integer pending;       /* scheduled, neither run nor cancelled (a series counts once) */
+	lua_Integer runs_pending;  /* runs armed, neither fired nor cancelled */
 	lua_Integer max_pending;   /* 0: no cap */
 	lua_Integer budget;        /* callbacks the current dispatch may still run */
 	uint32_t npins;            /* pin slots ever used: the array's length */
@@ -108,6 +116,8 @@ struct period {
 	int64_t interval; /* ns */
 	int advanced;     /* given as a table: rate and jitter apply */
 	int rate;         /* fixed rate (from each period's start), else fixed delay */
+	int has_first;    /* `first` given: the first run's delay */
+	int64_t first;    /* ns */
 	lua_Number jitter;
 };
 
@@ -136,6 +146,24 @@ static inline int forked(const struct timer *T)
 
 /* One more of `f`, over the timer's life and in the current window. */
 #define COUNT(T, f) ((T)->life.f++, (T)->window.f++)
+
+/* A run of `n` is armed (on the wheel or due, not yet fired): it is pending,
+ * and not a periodic timeout whose run has fired and whose next run is not
+ * armed yet (its callback runs, or the host took it), unless a t:reset from
+ * there armed one. The stats count runs: every armed run ends as exactly one
+ * fired or one cancelled, so scheduled = fired + cancelled + runs_pending. */
+static inline int run_armed(const struct timer *T, const struct hwt_node *n)
+{
+	return state_of(n) == PENDING &&
+	       ((n->owner_flags & REARMED) || (n != T->current && !(n->owner_flags & RUNNING)));
+}
+
+/* A run was armed: counted as scheduled. */
+static inline void count_armed(struct timer *T)
+{
+	COUNT(T, scheduled);
+	T->runs_pending++;
+}
 
 /* ---- lhwtimer.c: argument checks ------------------------------------------------ */
 
@@ -174,8 +202,8 @@ void lhwt_wake_host(lua_State *L, struct timer *T, int ud);
 int64_t lhwt_check_delay(lua_State *L, int idx, int periodic);
 /* Read an advanced period's table (on top; popped) into p; returns its start. */
 int64_t lhwt_read_period(lua_State *L, struct period *p);
-/* Arm the next run of the periodic timeout `n` (pinned in mt). */
-void lhwt_next_period(lua_State *L, struct timer *T, int mt, struct hwt_node *n);
+/* Arm the next run of the periodic timeout `n` (pinned in mt); `now`: the clock. */
+void lhwt_next_period(lua_State *L, struct timer *T, int mt, struct hwt_node *n, int64_t now);
 /* Push nil, message and return 2 if max_pending refuses one more; else 0. */
 int lhwt_refuse_over_cap(lua_State *L, struct timer *T);
 
@@ -206,9 +234,12 @@ static inline void lhwt_unpin(lua_State *L, struct timer *T, int mt, struct hwt_
  * whose callback is running stays pinned until finish_current. */
 static inline void lhwt_cancel_node(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
 {
+	if (run_armed(T, n)) {
+		COUNT(T, cancelled);
+		T->runs_pending--;
+	}
 	set_state(n, CANCELLED);
 	T->pending--;
-	COUNT(T, cancelled);
 	if (n != T->current)
 		lhwt_unpin(L, T, mt, n);
 }
@@ -220,10 +251,25 @@ void lhwt_new_handle_metatable(lua_State *L, int ud, struct timer *T, int method
 /* Push the callback and arguments of `n` (handle at h); returns how many. */
 int lhwt_push_task(lua_State *L, struct hwt_node *n, int h);
 
+/* ---- ldispatch.c ------------------------------------------------------------------------- */
+
+/* Push a new message handler for dispatch, for timer T (its uservalue UV_HANDLER). */
+void lhwt_new_handler(lua_State *L, struct timer *T);
+
 /* ---- lstats.c ---------------------------------------------------------------------------- */
 
-/* Record a run `late` ns after it was due, in both windows. */
-void lhwt_record_late(struct timer *T, int64_t late);
+/* A run fired `late` ns after it was due: count it, in both windows. */
+void lhwt_record_fired(struct timer *T, int64_t late);
+/* A dispatch spent `ns` running callbacks. */
+void lhwt_record_cb_time(struct timer *T, int64_t ns);
+
+/* A dispatched callback took `ns` (coarse clock): keep the longest. Inline:
+ * once a callback. */
+static inline void record_cb_max(struct timer *T, int64_t ns)
+{
+	if (ns > T->life.cb_max) T->life.cb_max = ns;
+	if (ns > T->window.cb_max) T->window.cb_max = ns;
+}
 
 /* ---- the methods of each file, registered by luaopen_hwtimer_core ------------------------ */
 

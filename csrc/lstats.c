@@ -1,6 +1,7 @@
 /*
- * lstats.c: what timer:stats reports: the counts (bumped where they happen,
- * with COUNT) and a log-linear histogram of lateness.
+ * lstats.c: what timer:stats reports: counts of runs (bumped where they
+ * happen, with COUNT; see run_armed in lhwtimer.h), callback time, a
+ * log-linear histogram of lateness; timer:count for the retry helper.
  */
 #include <math.h>
 #include <string.h>
@@ -38,13 +39,21 @@ static int64_t bucket_top(unsigned b)
 	return (int64_t)(((uint64_t)(4 + (b & 3) + 1) << (b / 4 - 1)) - 1);
 }
 
-void lhwt_record_late(struct timer *T, int64_t late)
+void lhwt_record_fired(struct timer *T, int64_t late)
 {
 	unsigned b = late_bucket(late);
+	COUNT(T, fired);
+	T->runs_pending--;
 	T->life.late[b]++;
 	T->window.late[b]++;
 	if (late > T->life.late_max) T->life.late_max = late;
 	if (late > T->window.late_max) T->window.late_max = late;
+}
+
+void lhwt_record_cb_time(struct timer *T, int64_t ns)
+{
+	T->life.cb_time += ns;
+	T->window.cb_time += ns;
 }
 
 /* Lateness (seconds) at or below which a share p of the recorded runs fall. */
@@ -72,19 +81,51 @@ static void set_number(lua_State *L, const char *k, lua_Number v)
 	lua_setfield(L, -2, k);
 }
 
+static void set_integer(lua_State *L, const char *k, lua_Integer v)
+{
+	lua_pushinteger(L, v);
+	lua_setfield(L, -2, k);
+}
+
+static lua_Integer list_length(const struct hwt_link *head)
+{
+	lua_Integer n = 0;
+	const struct hwt_link *l;
+	for (l = head->next; l != head; l = l->next)
+		n++;
+	return n;
+}
+
+/* Timeouts due and not yet run: on the worker's due list, taken by a
+ * dispatch that has not got to them (local, batch). Walks the lists. */
+static lua_Integer count_due(struct timer *T)
+{
+	if (T->stopped || forked(T)) /* nothing pending; a child must not lock */
+		return 0;
+	return (lua_Integer)hwt_worker_count_due(&T->w) + list_length(&T->local) +
+	       list_length(&T->batch);
+}
+
 /* timer:stats([since_last]): counts and lateness over the timer's life, or
- * since the previous stats(true). */
+ * since the previous stats(true): one window per timer, whoever asks. */
 static int timer_stats(lua_State *L)
 {
 	struct timer *T = lhwt_to_timer(L, 1);
 	int since_last = lua_toboolean(L, 2);
 	struct stats *st = since_last ? &T->window : &T->life;
-	lua_createtable(L, 0, 8);
-	set_number(L, "scheduled", (lua_Number)st->scheduled);
-	set_number(L, "fired", (lua_Number)st->fired);
-	set_number(L, "cancelled", (lua_Number)st->cancelled);
-	set_number(L, "errors", (lua_Number)st->errors);
-	set_number(L, "pending", (lua_Number)T->pending);
+	lua_createtable(L, 0, 17);
+	set_integer(L, "scheduled", st->scheduled);
+	set_integer(L, "fired", st->fired);
+	set_integer(L, "cancelled", st->cancelled);
+	set_integer(L, "pending", T->runs_pending);
+	set_integer(L, "errors", st->errors);
+	set_integer(L, "skipped", st->skipped);
+	set_integer(L, "due", count_due(T));
+	set_number(L, "cb_time", ns_to_s(st->cb_time));
+	set_number(L, "cb_max", ns_to_s(st->cb_max));
+	set_integer(L, "retry_started", st->retry_started);
+	set_integer(L, "retry_succeeded", st->retry_succeeded);
+	set_integer(L, "retry_failed", st->retry_failed);
 	set_number(L, "late_p50", late_percentile(st, 0.5));
 	set_number(L, "late_p99", late_percentile(st, 0.99));
 	set_number(L, "late_max", ns_to_s(st->late_max));
@@ -93,8 +134,22 @@ static int timer_stats(lua_State *L)
 	return 1;
 }
 
+/* timer:count(name): one more retry_started, retry_succeeded or retry_failed
+ * (the retry helper's counts, kept with the timer's). */
+static int timer_count(lua_State *L)
+{
+	static const char *const names[] = { "retry_started", "retry_succeeded", "retry_failed", NULL };
+	struct timer *T = lhwt_to_timer(L, 1);
+	switch (luaL_checkoption(L, 2, NULL, names)) {
+	case 0: COUNT(T, retry_started); break;
+	case 1: COUNT(T, retry_succeeded); break;
+	default: COUNT(T, retry_failed); break;
+	}
+	return 0;
+}
 
 const luaL_Reg lhwt_stats_timer_methods[] = {
 	{ "stats", timer_stats },
+	{ "count", timer_count },
 	{ NULL, NULL }
 };

@@ -110,7 +110,7 @@ static int timeout_reset(lua_State *L)
 	int64_t now = hwt_clock_ns(), delay;
 	struct timer *T;
 	struct hwt_node *n;
-	int refused;
+	int refused, armed;
 	lua_settop(L, 2);
 	n = to_timeout_mt(L, 1, &T); /* the handle metatable is now at 3 */
 	if (forked(T))
@@ -118,6 +118,7 @@ static int timeout_reset(lua_State *L)
 	if (T->stopped)
 		return luaL_error(L, "attempt to use a stopped timer");
 	delay = reset_delay(L, 1, n);
+	armed = run_armed(T, n); /* else this reset arms a new run */
 	if (state_of(n) != PENDING) {
 		if ((refused = lhwt_refuse_over_cap(L, T)) != 0)
 			return refused;
@@ -125,8 +126,9 @@ static int timeout_reset(lua_State *L)
 			lhwt_pin(L, T, 3, 1, n);
 		set_state(n, PENDING);
 		T->pending++;
-		COUNT(T, scheduled);
 	}
+	if (!armed)
+		count_armed(T);
 	if (n == T->current || (n->owner_flags & RUNNING))
 		n->owner_flags |= REARMED;
 	if (delay <= 0 ? T->host_wake > 0 : now + delay < T->host_wake)

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "clock.h"
 #include "lhwtimer.h"
 
@@ -82,22 +83,47 @@ int64_t lhwt_check_delay(lua_State *L, int idx, int periodic)
 
 /* ---- periods ------------------------------------------------------------------ */
 
+/* Raise unless every key of the table at idx is a field every{} knows. */
+static void check_period_keys(lua_State *L, int idx)
+{
+	static const char *const known[] = { "interval", "rate", "jitter", "first", NULL };
+	int i;
+	lua_pushnil(L);
+	while (lua_next(L, idx)) {
+		const char *key;
+		lua_pop(L, 1);
+		if (lua_type(L, -1) != LUA_TSTRING)
+			luaL_argerror(L, idx, "option names must be strings");
+		key = lua_tostring(L, -1);
+		for (i = 0; known[i] && strcmp(known[i], key); i++)
+			;
+		if (!known[i])
+			luaL_argerror(L, idx, lua_pushfstring(L, "unknown option '%s'", key));
+	}
+}
+
+/* A number of seconds in [lo, MAX_DELAY] (lo excluded if open) on top, as ns. */
+static int64_t period_field(lua_State *L, int idx, int open, const char *message)
+{
+	lua_Number x = lua_tonumber(L, -1);
+	if (lua_type(L, -1) != LUA_TNUMBER || !((open ? x > 0 : x >= 0) && x <= MAX_DELAY))
+		luaL_argerror(L, idx, message);
+	return (int64_t)ceil(x * 1e9);
+}
+
 static void check_period(lua_State *L, int idx, struct period *p)
 {
-	p->advanced = p->rate = 0;
+	p->advanced = p->rate = p->has_first = 0;
+	p->first = 0;
 	p->jitter = 0;
 	if (lua_type(L, idx) != LUA_TTABLE) {
 		p->interval = lhwt_check_delay(L, idx, 1);
 		return;
 	}
+	check_period_keys(L, idx);
 	p->advanced = 1;
 	lua_getfield(L, idx, "interval");
-	{
-		lua_Number x = lua_tonumber(L, -1);
-		if (lua_type(L, -1) != LUA_TNUMBER || !(x > 0 && x <= MAX_DELAY))
-			luaL_argerror(L, idx, "field 'interval': positive number of seconds expected");
-		p->interval = (int64_t)ceil(x * 1e9);
-	}
+	p->interval = period_field(L, idx, 1, "field 'interval': positive number of seconds expected");
 	lua_getfield(L, idx, "rate");
 	p->rate = lua_toboolean(L, -1);
 	lua_getfield(L, idx, "jitter");
@@ -106,7 +132,12 @@ static void check_period(lua_State *L, int idx, struct period *p)
 		if (lua_type(L, -1) != LUA_TNUMBER || !(p->jitter >= 0 && p->jitter <= 1))
 			luaL_argerror(L, idx, "field 'jitter': number from 0 to 1 expected");
 	}
-	lua_pop(L, 3);
+	lua_getfield(L, idx, "first");
+	if (!lua_isnil(L, -1)) {
+		p->has_first = 1;
+		p->first = period_field(L, idx, 0, "field 'first': non-negative number of seconds expected");
+	}
+	lua_pop(L, 4);
 }
 
 /* A random extra delay of up to jitter * interval (never negative: never early). */
@@ -151,16 +182,37 @@ static struct hwt_node *new_timeout(lua_State *L, const struct period *p, int na
 	return n;
 }
 
-/* Arm an advanced periodic timeout (handle at h) for the period starting at
- * `nominal` ns, storing that start in its schedule table. */
-static void arm_period(lua_State *L, struct timer *T, int h, struct hwt_node *n, int64_t now,
-		       int64_t nominal, const struct period *p)
+/* Store `nominal` as the start of the current period of the advanced
+ * periodic timeout at h. */
+static void set_nominal(lua_State *L, int h, int64_t nominal)
 {
 	hwt_getuv(L, h, UV_CALLBACK + 1);
 	lua_pushnumber(L, (lua_Number)nominal);
 	lua_setfield(L, -2, "nominal");
 	lua_pop(L, 1);
+}
+
+/* Arm an advanced periodic timeout (handle at h) for the period starting at
+ * `nominal` ns, storing that start in its schedule table. */
+static void arm_period(lua_State *L, struct timer *T, int h, struct hwt_node *n, int64_t now,
+		       int64_t nominal, const struct period *p)
+{
+	set_nominal(L, h, nominal);
 	arm_at(T, n, now, nominal + jitter_ns(T, p));
+}
+
+/* Arm the first run of the periodic timeout at h (`p` as every was given). */
+static void arm_first(lua_State *L, struct timer *T, int h, struct hwt_node *n, int64_t now,
+		      const struct period *p)
+{
+	if (!p->advanced) {
+		arm(T, n, now, p->interval);
+	} else if (!p->has_first) {
+		arm_period(L, T, h, n, now, now + p->interval, p);
+	} else { /* exactly `first` from now, no jitter; later periods count from there */
+		set_nominal(L, h, now + p->first);
+		arm(T, n, now, p->first);
+	}
 }
 
 /* Read an advanced period's schedule table (on top of the stack) into p;
@@ -182,12 +234,14 @@ int64_t lhwt_read_period(lua_State *L, struct period *p)
 }
 
 /* Start the next period of the periodic timeout `n` (pinned in mt). Fixed
- * rate skips the periods already missed rather than running them in a burst. */
-void lhwt_next_period(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
+ * rate skips the periods already missed rather than running them in a burst
+ * (counted in `skipped`). */
+void lhwt_next_period(lua_State *L, struct timer *T, int mt, struct hwt_node *n, int64_t now)
 {
-	int64_t now = hwt_clock_ns(), next;
+	int64_t next;
 	struct period p;
 	int h;
+	count_armed(T);
 	lua_rawgeti(L, mt, (lua_Integer)n->owner_word);
 	h = lua_gettop(L);
 	hwt_getuv(L, h, UV_CALLBACK + 1);
@@ -199,8 +253,12 @@ void lhwt_next_period(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
 	next = lhwt_read_period(L, &p);
 	if (p.rate) {
 		next += p.interval;
-		if (next <= now)
-			next += ((now - next) / p.interval + 1) * p.interval;
+		if (next <= now) {
+			int64_t missed = (now - next) / p.interval + 1;
+			next += missed * p.interval;
+			T->life.skipped += missed;
+			T->window.skipped += missed;
+		}
 	} else {
 		next = now + p.interval;
 	}
@@ -245,11 +303,11 @@ static int schedule(lua_State *L, int periodic)
 	lhwt_pin(L, T, h + 1, h, n);
 	lua_setmetatable(L, h);
 	T->pending++;
-	COUNT(T, scheduled);
-	if (periodic && p.advanced)
-		arm_period(L, T, h, n, now, now + p.interval, &p);
+	count_armed(T);
+	if (periodic)
+		arm_first(L, T, h, n, now, &p);
 	else
-		arm(T, n, now, periodic ? p.interval : delay);
+		arm(T, n, now, delay);
 	if (T->wake)
 		lhwt_wake_host(L, T, 1);
 	return 1;
@@ -328,6 +386,18 @@ static int timer_close(lua_State *L)
 	lua_settop(L, 1);
 	stop_timer(L, T, 0);
 	return 0;
+}
+
+/* A timer that was never closed nor stopped and is collected with timeouts
+ * pending drops them: say so (once, on stderr), since nothing else will.
+ * Not in a forked child, where the parent's timeouts were never the child's. */
+static int timer_gc(lua_State *L)
+{
+	struct timer *T = lhwt_to_timer(L, 1);
+	if (!T->stopped && !forked(T) && T->pending > 0)
+		fprintf(stderr, "hwtimer: timer collected with %ld pending timeouts; they will never run "
+			"(close or stop it to drop them quietly)\n", (long)T->pending);
+	return timer_close(L);
 }
 
 /* ---- timer queries ------------------------------------------------------------ */
@@ -409,7 +479,7 @@ const luaL_Reg lhwt_timer_methods[] = {
 };
 
 const luaL_Reg lhwt_timer_metamethods[] = {
-	{ "__gc", timer_close },
+	{ "__gc", timer_gc },
 	{ "__close", timer_close },
 	{ "__tostring", timer_tostring },
 	{ NULL, NULL }

@@ -300,6 +300,17 @@ uint64_t hwt_worker_next(struct hwt_worker *w)
 	return next;
 }
 
+size_t hwt_worker_count_due(struct hwt_worker *w)
+{
+	size_t n = 0;
+	const struct hwt_link *l;
+	pthread_mutex_lock(&w->mu);
+	for (l = w->wheel.due.next; l != &w->wheel.due; l = l->next)
+		n++;
+	pthread_mutex_unlock(&w->mu);
+	return n;
+}
+
 void hwt_worker_collect(struct hwt_worker *w, struct hwt_link *into)
 {
 	hwt_wheel_collect(&w->wheel, into); /* the thread is gone: no lock needed */

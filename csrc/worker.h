@@ -12,6 +12,7 @@
 #define HWT_WORKER_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "wheel.h"
 
@@ -71,6 +72,8 @@ void hwt_worker_rearm(struct hwt_worker *w);
 void hwt_worker_collect(struct hwt_worker *w, struct hwt_link *into);
 /* Tick of the wheel's next event (a lower bound on the next expiry); UINT64_MAX if none. */
 uint64_t hwt_worker_next(struct hwt_worker *w);
+/* How many nodes are on the due list (walks it under the lock). */
+size_t hwt_worker_count_due(struct hwt_worker *w);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

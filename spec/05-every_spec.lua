@@ -83,3 +83,54 @@ describe("timer:every", function()
       "bad argument #2 to 'every' (function or callable object expected, got string)")
   end)
 end)
+
+describe("timer:every{ first = }", function()
+  local timer
+  before_each(function() timer = hwtimer.new() end)
+  after_each(function() timer:close() end)
+
+  it("first = 0 runs at the next dispatch, then every interval", function()
+    local runs = 0
+    local t = timer:every({ interval = 10, first = 0 }, function() runs = runs + 1 end)
+    assert.equal(1, timer:dispatch())
+    assert.equal(1, runs)
+    assert.equal("pending", t:state())
+    assert.is_true(t:remaining() > 9) -- the next run is one interval away
+    assert.equal(0, timer:dispatch())
+  end)
+
+  it("first = secs delays the first run by exactly that, never less, without jitter", function()
+    local t0 = hwtimer.now()
+    local at
+    local t = timer:every({ interval = 10, first = 0.05, jitter = 1 }, function()
+      at = hwtimer.now()
+    end)
+    assert.is_true(t:deadline() >= t0 + 0.05) -- rounded up to the 1 ms tick, no jitter
+    assert.is_true(t:deadline() <= hwtimer.now() + 0.05 + 0.0011)
+    assert.is_true(helpers.wait_until(timer, function() return at ~= nil end, 5))
+    assert.is_true(at - t0 >= 0.05)
+    assert.is_true(t:remaining() > 9) -- then the interval (jitter applies from here)
+  end)
+
+  it("at a fixed rate, later runs count from the first one", function()
+    local due = {}
+    local t
+    t = timer:every({ interval = 0.05, rate = true, first = 0.01 }, function(h)
+      due[#due + 1] = h:deadline()
+      if #due == 3 then t:cancel() end
+    end)
+    local first = t:deadline()
+    timer:run(5)
+    assert.equal(3, #due)
+    assert.equal(first, due[1])
+    -- each deadline one interval after the previous nominal start, rounded up to the 1 ms tick
+    for i = 2, 3 do
+      assert.near(0.05, due[i] - due[i - 1], 0.0011)
+    end
+  end)
+
+  it("without first the first run is one interval away", function()
+    local t = timer:every({ interval = 10 }, function() end)
+    assert.is_true(t:remaining() > 9)
+  end)
+end)

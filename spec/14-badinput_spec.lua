@@ -8,7 +8,7 @@ local NAN, INF = 0 / 0, math.huge
 local f = function() end
 
 local timer_methods = { "schedule", "every", "dispatch", "run", "pending", "getfd", "dirty",
-                        "pollfd", "events", "timeout", "stop", "close" }
+                        "pollfd", "events", "timeout", "stats", "count", "stop", "close" }
 local timeout_methods = { "cancel", "state", "is_pending", "is_expired", "is_cancelled",
                           "deadline", "remaining", "timer", "task" }
 
@@ -60,6 +60,35 @@ describe("bad input", function()
     end
     expect(2, "schedule", function() local r = timer:schedule(1) return r end)
     assert.equal(1, timer:pending()) -- only the before_each one
+  end)
+
+  it("every's table: every field, every wrong value, unknown keys", function()
+    local bad = { {}, { interval = 0 }, { interval = NAN }, { interval = "1" },
+                  { interval = 1, jitter = 2 }, { interval = 1, jitter = NAN },
+                  { interval = 1, first = -1 }, { interval = 1, first = NAN },
+                  { interval = 1, first = INF }, { interval = 1, first = 1e10 },
+                  { interval = 1, first = "0" }, { interval = 1, ratee = true },
+                  { interval = 1, [1] = true }, { interval = 1, [true] = 1 } }
+    for _, p in ipairs(bad) do
+      expect(1, "every", function() local r = timer:every(p, f) return r end)
+    end
+    assert.has_error(function() local r = timer:every({ interval = 1, ratee = true }, f) return r end,
+      "bad argument #1 to 'every' (unknown option 'ratee')")
+    assert.has_error(function() local r = timer:every({ interval = 1, first = -1 }, f) return r end,
+      "bad argument #1 to 'every' (field 'first': non-negative number of seconds expected)")
+    assert.has_error(function() local r = timer:every({ interval = 1, [1] = 2 }, f) return r end,
+      "bad argument #1 to 'every' (option names must be strings)")
+    assert.equal(1, timer:pending()) -- only the before_each one
+  end)
+
+  it("count: exactly one of the three names", function()
+    for _, v in ipairs({ "retry_x", "", "scheduled", 1, {}, true }) do
+      expect(1, "count", function() local r = timer:count(v) return r end)
+    end
+    expect(1, "count", function() local r = timer:count() return r end)
+    assert.has_error(function() local r = timer:count("retry_startd") return r end,
+      "bad argument #1 to 'count' (invalid option 'retry_startd')")
+    assert.equal(0, timer:stats().retry_started)
   end)
 
   it("dispatch and run: counts and seconds", function()

@@ -1,0 +1,345 @@
+-- timer:stats(): counts of runs for which scheduled = fired + cancelled +
+-- pending holds at every moment; due, callback time, skipped periods, the
+-- retry counts (timer:count); on_error's traceback; the warning a timer
+-- collected with timeouts pending prints.
+local hwtimer = require("hwtimer")
+local helpers = require("spec.helpers")
+
+local f = function() end
+local COUNTS = { "scheduled", "fired", "cancelled", "pending", "errors", "skipped", "due",
+                 "retry_started", "retry_succeeded", "retry_failed" }
+
+-- The identity, checked wherever it is called from (inside callbacks too).
+local function check_identity(timer, where)
+  local s = timer:stats()
+  assert(s.scheduled == s.fired + s.cancelled + s.pending,
+    string.format("%s: scheduled %d ~= fired %d + cancelled %d + pending %d", where or "",
+      s.scheduled, s.fired, s.cancelled, s.pending))
+  return s
+end
+
+describe("timer:stats()", function()
+  local timer
+  before_each(function() timer = hwtimer.new({ on_error = f }) end)
+  after_each(function() timer:close() end)
+
+  it("returns every count as an integer", function()
+    timer:schedule(0, f)
+    timer:dispatch()
+    local s = timer:stats()
+    for _, k in ipairs(COUNTS) do
+      assert.equal("number", type(s[k]), k)
+      assert.equal(math.floor(s[k]), s[k], k)
+      if math.type then assert.equal("integer", math.type(s[k]), k) end
+      assert.equal(s[k], s[k] + 0, k)
+      assert.is_nil(tostring(s[k]):find("%."), k .. " prints as " .. tostring(s[k]))
+    end
+    for _, k in ipairs({ "cb_time", "cb_max", "late_p50", "late_p99", "late_max" }) do
+      assert.equal("number", type(s[k]), k)
+      assert.is_true(s[k] >= 0, k)
+    end
+  end)
+
+  it("one-shots: scheduled = fired + cancelled + pending", function()
+    local a = timer:schedule(0, f)
+    timer:schedule(0, function() check_identity(timer, "in a one-shot") end)
+    timer:schedule(10, f):cancel()
+    timer:schedule(10, f)
+    timer:schedule(0, function() error("x") end)
+    local s = check_identity(timer)
+    assert.same({ 5, 0, 1, 4 }, { s.scheduled, s.fired, s.cancelled, s.pending })
+    assert.equal(3, timer:dispatch())
+    s = check_identity(timer)
+    assert.same({ 5, 3, 1, 1, 1 }, { s.scheduled, s.fired, s.cancelled, s.pending, s.errors })
+    assert.is_false(a:cancel()) -- already ran: nothing counted
+    assert.equal(1, timer:stats().cancelled)
+  end)
+
+  it("periodic series: each run counts once, the identity holds inside the callback", function()
+    local runs, t = 0, nil
+    t = timer:every(0.001, function()
+      runs = runs + 1
+      check_identity(timer, "in run " .. runs)
+      -- a series is pending as a timeout, its next run not yet scheduled
+      assert.equal(1, timer:pending())
+      if runs == 4 then t:cancel() end -- from inside: no run armed, nothing cancelled
+    end)
+    assert.is_true(helpers.wait_until(timer, function() return runs == 4 end, 5))
+    local s = check_identity(timer)
+    assert.same({ 4, 4, 0, 0 }, { s.scheduled, s.fired, s.cancelled, s.pending })
+    assert.equal(0, timer:pending())
+  end)
+
+  it("a series cancelled between runs counts its armed run as cancelled", function()
+    local runs = 0
+    local t = timer:every(0.001, function() runs = runs + 1 end)
+    while runs < 2 do -- one run a dispatch: the next is armed after the callback
+      assert.is_true(helpers.wait_readable(timer, 5))
+      timer:dispatch()
+    end
+    assert.equal(2, runs)
+    check_identity(timer)
+    assert.is_true(t:cancel())
+    local s = check_identity(timer)
+    assert.same({ 3, 2, 1, 0 }, { s.scheduled, s.fired, s.cancelled, s.pending })
+  end)
+
+  it("resets: moving an armed run counts nothing, arming a new one counts one", function()
+    local t = timer:schedule(10, f)
+    t:reset(20) -- armed: a move
+    assert.same({ 1, 1 }, { timer:stats().scheduled, timer:stats().pending })
+    t:cancel()
+    t:reset(0) -- cancelled: a new run
+    local s = check_identity(timer)
+    assert.same({ 2, 0, 1, 1 }, { s.scheduled, s.fired, s.cancelled, s.pending })
+    timer:dispatch()
+    t:reset(0) -- ran: a new run
+    timer:dispatch()
+    s = check_identity(timer)
+    assert.same({ 3, 2, 1, 0 }, { s.scheduled, s.fired, s.cancelled, s.pending })
+    -- a one-shot re-armed from its own callback, twice (the second is a move)
+    local once
+    once = timer:schedule(0, function(h)
+      if not once then return end
+      once = nil
+      h:reset(10)
+      h:reset(5)
+      check_identity(timer, "in the callback")
+    end)
+    timer:dispatch()
+    s = check_identity(timer)
+    assert.same({ 5, 3, 1, 1 }, { s.scheduled, s.fired, s.cancelled, s.pending })
+  end)
+
+  it("a periodic run reset from its own callback arms one run, not two", function()
+    local runs, t = 0, nil
+    t = timer:every(0.001, function(h)
+      runs = runs + 1
+      if runs == 1 then h:reset(0.002) end
+      check_identity(timer, "in run " .. runs)
+      if runs == 3 then t:cancel() end
+    end)
+    assert.is_true(helpers.wait_until(timer, function() return runs == 3 end, 5))
+    local s = check_identity(timer)
+    assert.same({ 3, 3, 0, 0 }, { s.scheduled, s.fired, s.cancelled, s.pending })
+  end)
+
+  it("stop cancels every armed run; a periodic one stopped from its callback has none", function()
+    for _ = 1, 5 do timer:schedule(10, f) end
+    timer:every(10, f)
+    local inner
+    inner = timer:every(0.001, function() timer:stop() end)
+    assert.is_true(helpers.wait_until(timer, function() return timer:pending() == 0 end, 5))
+    local s = check_identity(timer)
+    assert.same({ 7, 1, 6, 0 }, { s.scheduled, s.fired, s.cancelled, s.pending })
+    assert.equal("cancelled", inner:state())
+  end)
+
+  it("take and done: a taken periodic run is fired, its next one scheduled at done", function()
+    local t = timer:every({ interval = 10, first = 0 }, f)
+    local got = timer:take()
+    assert.equal(t, got)
+    local s = check_identity(timer)
+    assert.same({ 1, 1, 0 }, { s.scheduled, s.fired, s.pending })
+    assert.equal(1, timer:pending())
+    timer:done(t)
+    s = check_identity(timer)
+    assert.same({ 2, 1, 1 }, { s.scheduled, s.fired, s.pending })
+  end)
+
+  it("counts due timeouts not yet dispatched", function()
+    for _ = 1, 7 do timer:schedule(0, f) end
+    timer:schedule(0.01, f)
+    timer:schedule(10, f)
+    assert.is_true(timer:stats().due >= 7)
+    -- a forgotten dispatch: the worker makes the 10 ms one due as well
+    local deadline = hwtimer.now() + 5
+    while timer:stats().due < 8 and hwtimer.now() < deadline do helpers.wait_readable(timer, 0.01) end
+    assert.equal(8, timer:stats().due)
+    timer:dispatch(3)
+    assert.equal(5, timer:stats().due) -- left over after dispatch(max)
+    timer:dispatch()
+    assert.equal(0, timer:stats().due)
+    timer:stop()
+    assert.equal(0, timer:stats().due)
+  end)
+
+  it("times callbacks: total and longest", function()
+    timer:schedule(0, function() helpers.busy(0.03) end)
+    for _ = 1, 10 do timer:schedule(0, f) end
+    timer:dispatch()
+    local s = timer:stats()
+    assert.is_true(s.cb_time >= 0.03, "cb_time " .. s.cb_time)
+    assert.is_true(s.cb_max >= 0.02, "cb_max " .. s.cb_max) -- at the coarse clock's resolution
+    assert.is_true(s.cb_max <= s.cb_time + 0.005)
+    assert.is_true(s.cb_time < 10)
+  end)
+
+  it("does not count on_error's time as a callback's", function()
+    local tm = hwtimer.new({ on_error = function() helpers.busy(0.05) end })
+    tm:schedule(0, function() error("x") end)
+    tm:dispatch()
+    local s = tm:stats()
+    assert.is_true(s.cb_time < 0.04, "cb_time " .. s.cb_time)
+    assert.equal(1, s.errors)
+    tm:close()
+  end)
+
+  it("counts the periods a fixed rate skips", function()
+    local runs, t = 0, nil
+    t = timer:every({ interval = 0.01, rate = true }, function()
+      runs = runs + 1
+      if runs == 1 then helpers.busy(0.035) end -- misses at least 3 periods
+      if runs == 2 then t:cancel() end
+    end)
+    timer:run(5)
+    local s = check_identity(timer)
+    assert.equal(2, runs)
+    assert.is_true(s.skipped >= 3, "skipped " .. s.skipped)
+    -- a fixed delay never skips
+    local tm = hwtimer.new()
+    local n, p = 0, nil
+    p = tm:every(0.005, function() n = n + 1; helpers.busy(0.02); if n == 2 then p:cancel() end end)
+    tm:run(5)
+    assert.equal(0, tm:stats().skipped)
+    tm:close()
+  end)
+
+  it("counts retries through timer:count", function()
+    timer:count("retry_started")
+    timer:count("retry_started")
+    timer:count("retry_succeeded")
+    timer:count("retry_failed")
+    local s = timer:stats()
+    assert.same({ 2, 1, 1 }, { s.retry_started, s.retry_succeeded, s.retry_failed })
+    assert.same({ 0, 0 }, { s.scheduled, s.fired }) -- nothing else moves
+  end)
+
+  it("has one window per timer: stats(true) starts it again for every reader", function()
+    timer:schedule(0, f)
+    timer:dispatch()
+    local a = timer:stats(true) -- reader A
+    assert.same({ 1, 1 }, { a.scheduled, a.fired })
+    timer:schedule(0, f)
+    timer:dispatch()
+    local b = timer:stats(true) -- reader B sees only what followed A's call
+    assert.same({ 1, 1 }, { b.scheduled, b.fired })
+    local life = timer:stats()
+    assert.same({ 2, 2 }, { life.scheduled, life.fired })
+    -- over a window, scheduled - fired - cancelled is the change in pending
+    timer:schedule(10, f)
+    local w = timer:stats(true)
+    assert.equal(1, w.scheduled - w.fired - w.cancelled)
+    assert.equal(1, w.pending)
+  end)
+end)
+
+describe("on_error(err, timeout, traceback)", function()
+  it("gets the error as raised, the handle and a traceback string", function()
+    local got = {}
+    local timer = hwtimer.new({ on_error = function(...) got[#got + 1] = { ... } end })
+    local errobj = { code = 7 }
+    local function raise_it() error(errobj) end
+    local a = timer:schedule(0, function() raise_it() end)
+    local b = timer:schedule(0, function() error("plain", 0) end)
+    local c = timer:schedule(0, function() local x; return x.y end)
+    assert.equal(3, timer:dispatch())
+    assert.equal(3, #got)
+    assert.equal(errobj, got[1][1])
+    assert.equal(a, got[1][2])
+    assert.equal("string", type(got[1][3]))
+    assert.matches("stack traceback:", got[1][3], 1, true)
+    assert.matches("raise_it", got[1][3], 1, true) -- where it was raised
+    assert.matches("(error object is a table value)", got[1][3], 1, true)
+    assert.same({ "plain", b }, { got[2][1], got[2][2] })
+    assert.equal(1, got[2][3]:find("plain\nstack traceback:", 1, true))
+    assert.equal(c, got[3][2])
+    assert.matches("attempt to index", got[3][3], 1, true)
+    timer:close()
+  end)
+
+  it("gets one for a periodic run's error, and the series goes on", function()
+    local tbs = {}
+    local timer = hwtimer.new({ on_error = function(_, _, tb) tbs[#tbs + 1] = tb end })
+    local t = timer:every(0.001, function() error("tick") end)
+    assert.is_true(helpers.wait_until(timer, function() return #tbs >= 2 end, 5))
+    t:cancel()
+    for _, tb in ipairs(tbs) do assert.matches("tick\nstack traceback:", tb, 1, true) end
+    timer:close()
+  end)
+
+  it("by default the traceback is printed to stderr", function()
+    local out, ok = helpers.run_lua([[
+      local timer = require("hwtimer").new()
+      local function deep_in_here() error("kaboom") end
+      timer:schedule(0, function() deep_in_here() end)
+      print("ran", timer:dispatch())
+      timer:close()
+    ]])
+    assert.is_true(ok, out)
+    assert.matches("hwtimer: error in timeout callback: [^\n]*kaboom\nstack traceback:", out)
+    assert.matches("deep_in_here", out, 1, true)
+  end)
+end)
+
+describe("a timer collected with timeouts pending", function()
+  local warning = "hwtimer: timer collected with 3 pending timeouts; they will never run "
+    .. "(close or stop it to drop them quietly)"
+
+  local function run(body)
+    return helpers.run_lua([[
+      local hwtimer = require("hwtimer")
+      local function make()
+        local timer = hwtimer.new()
+        timer:schedule(10, print)
+        timer:schedule(20, print)
+        timer:every(5, print)
+        ]] .. body .. [[
+      end
+      make()
+      collectgarbage()
+      collectgarbage()
+      io.stdout:write("collected\n")
+      io.stdout:flush()
+      os.exit(0, false)
+    ]])
+  end
+
+  it("warns once on stderr", function()
+    local out, ok = run("")
+    assert.is_true(ok, out)
+    local first = out:find(warning, 1, true)
+    assert.truthy(first, out)
+    assert.is_nil(out:find(warning, first + 1, true)) -- once
+    assert.truthy(out:find("collected", first, true)) -- at the collection, not at exit
+  end)
+
+  it("stays quiet after close or stop, or with nothing pending", function()
+    for _, body in ipairs({ "timer:close()", "timer:stop()", "timer:stop(); timer:close()",
+                            "for _, t in ipairs(timer:stop()) do end" }) do
+      local out, ok = run(body)
+      assert.is_true(ok, out)
+      assert.truthy(out:find("collected\n", 1, true), body)
+      assert.is_nil(out:find("hwtimer:", 1, true), body .. ": " .. out)
+    end
+    local out = helpers.run_lua([[
+      local function make() local timer = require("hwtimer").new(); timer:schedule(0, print):cancel() end
+      make(); collectgarbage(); collectgarbage()
+    ]])
+    assert.is_nil(out:find("hwtimer:", 1, true), out)
+  end)
+
+  it("stays quiet for a <close> timer (Lua 5.4)", function()
+    if _VERSION ~= "Lua 5.4" then return pending("<close> is Lua 5.4") end
+    local out, ok = helpers.run_lua([[
+      local hwtimer = require("hwtimer")
+      do
+        local timer <close> = hwtimer.new()
+        timer:schedule(10, print)
+      end
+      collectgarbage(); collectgarbage()
+    ]])
+    assert.is_true(ok, out)
+    assert.is_nil(out:find("hwtimer:", 1, true), out)
+  end)
+end)
