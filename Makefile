@@ -55,17 +55,35 @@ ROCK_ENV := LUA_PATH='$(ROCKTREE)/share/lua/$(LUA_ABI)/?.lua;$(ROCKTREE)/share/l
             HWT_NGX_CPATH='$(CURDIR)/$(ROCKTREE)/lib/lua/$(LUA_ABI)/?.so'
 
 BASE_PACKAGES  := lua-busted lua-socket lua-luv lua-cqueues lua-copas luarocks pkg-config gcc make \
-                  nginx libnginx-mod-http-lua
+                  nginx libnginx-mod-http-lua libsqlite3-dev sqlite3
 ALL_LUA_PACKAGES := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \
                     lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev
 BENCH_PACKAGES := lua-luv gnuplot-nox default-jdk-headless libnetty-java
 NGX_PACKAGES   := nginx libnginx-mod-http-lua luajit2 libluajit2-5.1-dev lua-socket
 
-.PHONY: all test test-all test-c test-spec test-rock demo bench bench-quick install clean \
+.PHONY: sqlite all test test-all test-c test-spec test-rock demo bench bench-quick install clean \
         deps deps-test deps-bench check check-model check-fuzz check-failalloc check-asan \
         check-tsan check-valgrind
 
-all: $(MODULE)
+all: $(MODULE) sqlite
+
+# hwtimer.sqlite (under hwtimer.durable) is a module of its own, linked with
+# -lsqlite3; without SQLite's header the timer still builds, and this says why
+# the durable module is missing.
+SQLITE_SRC    := csrc/durable/lsqlite.c
+SQLITE_MODULE := $(BUILD)/hwtimer/sqlite.so
+SQLITE_H      ?= $(firstword $(wildcard /usr/include/sqlite3.h /usr/local/include/sqlite3.h))
+
+sqlite:
+ifneq ($(SQLITE_H),)
+	@$(MAKE) --no-print-directory $(SQLITE_MODULE)
+else
+	@echo "hwtimer.sqlite not built: install libsqlite3-dev (hwtimer.durable needs it; the timer does not)"
+endif
+
+$(SQLITE_MODULE): $(SQLITE_SRC) csrc/compat.h
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) -fPIC -shared -I$(LUA_INCDIR) -o $@ $(SQLITE_SRC) -lsqlite3
 
 $(MODULE): $(SRC) $(HDR)
 	@mkdir -p $(dir $@)
@@ -118,7 +136,7 @@ test-c: $(CBUILD)/test_wheel $(CBUILD)/test_worker
 	$(CBUILD)/test_wheel
 	$(CBUILD)/test_worker
 
-test-spec: $(MODULE) $(TESTUTIL)
+test-spec: $(MODULE) $(TESTUTIL) sqlite
 	@echo "== specs on $$($(LUA) -v 2>&1 | head -1)"
 	$(RUN_ENV) busted --lua=$(LUA) spec
 
