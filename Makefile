@@ -145,7 +145,7 @@ test-rock: $(TESTUTIL)
 	rm -rf $(ROCKTREE)
 	luarocks --lua-version=$(LUA_ABI) --tree=$(ROCKTREE) make rockspec/hwtimer-scm-1.rockspec \
 	  LUA_INCDIR=$(LUA_INCDIR)
-	rm -rf hwtimer csrc/*.o
+	rm -rf hwtimer csrc/*.o csrc/durable/*.o
 	$(ROCK_ENV) $(LUA) -e 'local p = package.searchpath("hwtimer.core", package.cpath); assert(p:find("$(ROCKTREE)", 1, true), p); print("== specs against the rock at " .. p)'
 	$(ROCK_ENV) busted --lua=$(LUA) spec
 

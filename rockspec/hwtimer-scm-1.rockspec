@@ -24,6 +24,14 @@ build = {
     ["hwtimer.cqueues"] = "lua/hwtimer/cqueues.lua",
     ["hwtimer.copas"] = "lua/hwtimer/copas.lua",
     ["hwtimer.ngx"] = "lua/hwtimer/ngx.lua",
+    ["hwtimer.durable"] = "lua/hwtimer/durable.lua",
+    -- durable timers' store (needs libsqlite3-dev)
+    ["hwtimer.sqlite"] = {
+      sources = { "csrc/durable/lsqlite.c" },
+      defines = { "_POSIX_C_SOURCE=200809L", "_DEFAULT_SOURCE" },
+      libraries = { "sqlite3" },
+      incdirs = { "csrc" },
+    },
     ["hwtimer.core"] = {
       sources = { "csrc/wheel.c", "csrc/worker.c", "csrc/pipe.c", "csrc/clock.c",
                   "csrc/lhwtimer.c", "csrc/ltimer.c", "csrc/ltimeout.c", "csrc/ldispatch.c", "csrc/lstats.c" },
