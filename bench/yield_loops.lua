@@ -88,7 +88,7 @@ print(string.format("%s, %d timeouts due at once, median of %d", _VERSION, N, RU
 local base
 for _, m in ipairs(order) do
   table.sort(times[m])
-  local med = times[m][(#times[m] + 1) // 2 | 0]
+  local med = times[m][math.floor((#times[m] + 1) / 2)]
   local rate = N / med
   base = base or rate
   print(string.format("%-22s %6.2f M callbacks/s  (%.0f ns each, %.2fx dispatch)",

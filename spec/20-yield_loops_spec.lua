@@ -263,9 +263,25 @@ describe("hwtimer.cqueues: callbacks may yield to cqueues", function()
     assert.equal(1, ran)
   end)
 
+  it("holds on to nothing once detached: a dropped timer is collected", function()
+    local t2 = hwtimer.new()
+    local a2, cq2 = glue.attach(t2)
+    local ran = false
+    t2:schedule(0.005, function() cqueues.sleep(0.005); ran = true; a2.detach() end)
+    assert(cq2:loop(5))
+    assert.is_true(ran and cq2:empty())
+    local ref = setmetatable({ t2 }, { __mode = "v" })
+    t2, a2 = nil, nil
+    collectgarbage()
+    collectgarbage()
+    assert.is_nil(ref[1])
+  end)
+
   it("rejects bad options naming them", function()
     assert.has_error(function() glue.attach(timer, cq, { batch = 0 }) end,
       "bad argument #3 to 'attach' (option 'batch': positive integer expected)")
+    assert.has_error(function() glue.attach(timer, cq, { on_error = 1 }) end,
+      "bad argument #3 to 'attach' (option 'on_error': function expected)")
     assert.has_error(function() glue.attach(timer, cq, { bogus = true }) end,
       "bad argument #3 to 'attach' (option 'bogus': unknown option)")
   end)
@@ -419,6 +435,21 @@ describe("hwtimer.copas: callbacks may use copas sockets", function()
     assert.is_true(step_until(function() return runs >= 5 end))
     t:cancel()
     assert.equal(0, overlap)
+  end)
+
+  it("keeps nothing of a timer between steps: a dropped timer is collected", function()
+    local t2 = hwtimer.new()
+    local n = 0
+    t2:schedule(0.005, function() local c, raw = connect(); echo(c, "x"); raw:close(); n = n + 1 end)
+    t2:schedule(0.005, function() n = n + 1 end)
+    local limit = hwtimer.now() + 5
+    while n < 2 and hwtimer.now() < limit do glue.step(t2, 0.01, opts) end
+    assert.equal(2, n)
+    local ref = setmetatable({ t2 }, { __mode = "v" })
+    t2 = nil
+    collectgarbage()
+    collectgarbage()
+    assert.is_nil(ref[1])
   end)
 
   it("loop(timer) returns once a callback closes the timer", function()

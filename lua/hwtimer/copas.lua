@@ -11,7 +11,7 @@
 -- scheduled while copas waits is seen after that wait: max_wait (seconds,
 -- default 0.05) bounds how long that can be.
 --
--- Callbacks run as in hwtimer.cqueues: a runner (a plain coroutine, pooled)
+-- Callbacks run as in hwtimer.cqueues: a runner (a plain coroutine, one a step)
 -- takes the due timeouts (timer:take) and calls their callbacks; a callback
 -- that yields to copas (a socket that would block) leaves its runner to a
 -- copas thread that passes its yields up to copas and copas's resumes back
@@ -30,14 +30,12 @@ local traceback = debug.traceback
 
 local IDLE = {}      -- a runner found nothing more due, or used up the batch
 local FINISHED = {}  -- a handed-over runner's callback returned
-local POOL_MAX = 16  -- idle runners kept for reuse
 -- A copas queue that keeps nothing: a finished forwarder yields itself into
 -- it, so copas forgets the thread instead of seeing it end (and closing,
 -- with autoclose, the socket that woke it last).
 local NOWHERE = { insert = function() end, push = function() end }
 
 local M = {}
-local states = setmetatable({}, { __mode = "k" }) -- timer -> its runners and options
 
 -- Call the callback of t in runner w; false when t is nil (nothing due).
 local function call(self, w, t, fn, ...)
@@ -89,15 +87,10 @@ end
 -- A copas thread: the runner's yields go up to copas, and what copas
 -- resumes with goes back down, until its callback finishes.
 local function forward(self, w, ok, first, ...)
-  if ok and first == FINISHED then
-    w.handed = false
-    if #self.pool < POOL_MAX then self.pool[#self.pool + 1] = w end
-  elseif not ok then
-    report(self, w, first)
-  else
+  if ok and first ~= FINISHED then
     return forward(self, w, resume(w.co, yield(first, ...)))
   end
-  self.running = self.running - 1
+  if not ok then report(self, w, first) end
   yield(NOWHERE, NOWHERE)
 end
 
@@ -109,33 +102,24 @@ end
 -- once w is idle. A runner that failed outside a callback raises here.
 local function resumed(self, w, ok, first, ...)
   if ok and first == IDLE then
-    local pool = self.pool
-    pool[#pool + 1] = w
     return false
   elseif not ok then
     if w.t == nil then error(first, 0) end
     report(self, w, first)
   else -- its callback yielded: copas owns it now
     w.handed = true
-    self.running = self.running + 1
     copas.addthread(hand_over, self, w, first, ...)
   end
   return true
 end
 
 -- Run at most self.batch due callbacks, in as many runners as yield;
--- returns how many started.
+-- returns how many started. Runners live for one step (or until their
+-- callback returns): nothing kept between steps holds on to the timer.
 local function run_due(self)
-  local pool = self.pool
   self.budget = self.batch
   repeat
-    local n = #pool
-    local w = pool[n]
-    if w then
-      pool[n] = nil
-    else
-      w = { co = create(runner), handed = false }
-    end
+    local w = { co = create(runner), handed = false }
   until not resumed(self, w, resume(w.co, self, w))
   return self.batch - self.budget
 end
@@ -155,21 +139,6 @@ local function check_opts(opts, fname)
   end
 end
 
--- The state kept for a timer: its runners, and the options last given.
-local function state_of(timer, opts, fname)
-  local self = states[timer]
-  if not self then
-    self = { timer = timer, take = timer.take, done = timer.done, pool = {}, running = 0,
-             budget = 0, batch = 1000 }
-    states[timer] = self
-  end
-  if opts then
-    check_opts(opts, fname)
-    self.on_error, self.batch, self.dispatch = opts.on_error, opts.batch or 1000, opts.dispatch
-  end
-  return self
-end
-
 local function usable(timer)
   return (pcall(timer.events, timer))
 end
@@ -180,14 +149,16 @@ end
 -- on_error(err, t, traceback), batch (most callbacks a step, default 1000),
 -- dispatch (true: timer:dispatch(), no yields).
 function M.step(timer, max_wait, opts)
-  local self = state_of(timer, opts, "step")
+  if opts then check_opts(opts, "step") else opts = {} end
   if not usable(timer) then return 0 end
   max_wait = max_wait or 0.05
   local wait = timer:timeout()
   if not wait or wait > max_wait then wait = max_wait end
   copas.step(wait)
   if not usable(timer) then return 0 end -- closed by a copas thread
-  if self.dispatch then return timer:dispatch(self.batch) end
+  if opts.dispatch then return timer:dispatch(opts.batch) end
+  local self = { timer = timer, take = timer.take, done = timer.done,
+                 on_error = opts.on_error, batch = opts.batch or 1000, budget = 0 }
   local ok, n = pcall(run_due, self)
   if ok then return n end
   if usable(timer) then error(n, 0) end
@@ -196,9 +167,9 @@ end
 
 --- loop(timer, [max_wait], [opts]): step until the timer is stopped or closed.
 function M.loop(timer, max_wait, opts)
-  state_of(timer, opts, "loop")
+  if opts then check_opts(opts, "loop") end
   while usable(timer) do
-    M.step(timer, max_wait)
+    M.step(timer, max_wait, opts)
   end
 end
 
