@@ -262,7 +262,7 @@ local function load_range(self, lo, hi)
 end
 
 -- The refill: every window/2, load what came inside the window.
-local function refill(self)
+local function refill(_, self)
   if self._closed then return end
   local horizon = wall() + self._window
   local overdue, err = load_range(self, self._loaded_until - 1e-9, horizon)
