@@ -142,11 +142,12 @@ local function parked(sys, n)
   local pid = ngx_.worker_pids()[1]
   local before = rss_kb(pid)
   local held = 0
-  for _ = 1, n / 100000 do
-    local _, body = N.get(port, ("/park?n=%d&sys=%s"):format(100000, sys), 120)
+  local chunk = math.min(n, 100000)
+  for _ = 1, math.ceil(n / chunk) do
+    local _, body = N.get(port, ("/park?n=%d&sys=%s"):format(chunk, sys), 120)
     local got = tonumber(body)
     held = held + got
-    if got < 100000 then break end
+    if got < chunk then break end
   end
   local grown = (rss_kb(pid) - before) / 1024
   ngx_.stop()

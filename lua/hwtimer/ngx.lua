@@ -82,6 +82,12 @@ local spawn_runner
 -- arguments on 5.2+ and LuaJIT, which is what nginx runs; LuaJIT's xpcall is
 -- yieldable, so the callback may use cosockets.
 local function call(self, t, cb, ...)
+  if self.idle == 0 and not self.poked then
+    -- should this callback wait on I/O, the dispatcher looks at the pool as
+    -- soon as it yields, not at its next 1 ms look (once per look)
+    self.poked = true
+    self.wake:post(1)
+  end
   self.inside = self.inside + 1
   local ok, err = xpcall(cb, self.handler, t, ...)
   self.inside = self.inside - 1
@@ -196,6 +202,7 @@ local function dispatcher(premature, self)
       break
     end
     self.wake:wait(wait)
+    self.poked = false
   end
 end
 
