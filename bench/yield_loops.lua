@@ -84,7 +84,7 @@ for run = 1, RUNS do
     io.write(string.format("run %d %-22s %8.1f ms  %6.2f M/s\n", run, m, dt * 1e3, N / dt / 1e6))
   end
 end
-print(string.format("%s, %d timeouts due at once, median of %d", _VERSION, N, RUNS))
+print(string.format("%s, %d timeouts due at once, median of %d", jit and jit.version or _VERSION, N, RUNS))
 local base
 for _, m in ipairs(order) do
   table.sort(times[m])

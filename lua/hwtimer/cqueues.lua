@@ -30,7 +30,8 @@
 -- controller must not be left polling a descriptor the timer closed.
 --
 -- opts.dispatch = true runs the callbacks with timer:dispatch() instead
--- (~3.5x the callbacks per second), but a callback that yields gets an error.
+-- (3-4x the callbacks per second, bench/yield_loops.lua), but a callback
+-- that yields gets an error.
 local cqueues = require("cqueues")
 local condition = require("cqueues.condition")
 
