@@ -99,6 +99,11 @@ local function argerror(n, fname, msg)
   error(string.format("bad argument #%d to '%s' (%s)", n, fname, msg), 3)
 end
 
+-- What a bad number argument was, alike on every Lua version.
+local function shown(v)
+  return type(v) == "number" and string.format("%g", v) or type_name(v)
+end
+
 local function callable(v)
   if type(v) == "function" then return true end
   local mt = getmetatable(v)
@@ -608,7 +613,7 @@ function Q:schedule(kind, delay, payload, opts)
   live(self, "schedule")
   if not finite(delay) or delay > 1e9 then
     argerror(2, "schedule", "finite number of seconds up to 1e9 expected, got " ..
-      (type(delay) == "number" and tostring(delay) or type_name(delay)))
+      shown(delay))
   end
   return put(self, "schedule", kind, wall() + delay, payload, opts)
 end
@@ -617,7 +622,7 @@ end
 function Q:at(kind, when, payload, opts)
   live(self, "at")
   if not finite(when) then
-    argerror(2, "at", "finite number expected, got " .. (type(when) == "number" and tostring(when) or type_name(when)))
+    argerror(2, "at", "finite number expected, got " .. shown(when))
   end
   return put(self, "at", kind, when, payload, opts)
 end
@@ -627,7 +632,7 @@ function Q:every(kind, interval, payload, opts)
   live(self, "every")
   if not span(interval) then
     argerror(2, "every", "positive number of seconds up to 1e9 expected, got " ..
-      (type(interval) == "number" and tostring(interval) or type_name(interval)))
+      shown(interval))
   end
   return put(self, "every", kind, wall() + interval, payload, opts, interval)
 end
