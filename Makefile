@@ -33,7 +33,7 @@ WARN    := -std=c99 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
            -Wall -Wextra -Wshadow -Wmissing-prototypes -pedantic
 LDLIBS  := -lpthread -lm -ldl
 
-CORE_SRC := csrc/wheel.c csrc/worker.c csrc/pipe.c csrc/clock.c
+CORE_SRC := csrc/wheel.c csrc/worker.c csrc/driver.c csrc/pipe.c csrc/clock.c
 LUA_SRC  := csrc/lhwtimer.c csrc/ltimer.c csrc/ltimeout.c csrc/ldispatch.c csrc/lstats.c
 SRC      := $(CORE_SRC) $(LUA_SRC)
 HDR      := $(wildcard csrc/*.h)
@@ -227,6 +227,11 @@ build/netty/NettyBench.class: bench/netty/NettyBench.java
 	@mkdir -p build/netty
 	-javac -d build/netty -cp /usr/share/java/netty-common.jar $<
 
+# The floor under durable schedules: prepared INSERTs into the store's schema, in C.
+$(CBUILD)/sqlite_floor: bench/sqlite_floor.c
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) -o $@ $< -lsqlite3
+
 BENCH_BUILD := $(MODULE) $(CBUILD)/core_bench $(CBUILD)/jitter build/netty/NettyBench.class
 
 # hwtimer.ngx against ngx.timer.at in a real nginx (LuaJIT module).
@@ -238,6 +243,9 @@ bench: deps-bench
 	@$(MAKE) --no-print-directory LUA_VERSION=jit
 	$(RUN_ENV) $(LUA) bench/bench.lua 3 1
 	$(NGX_BENCH) 3 1
+	@$(MAKE) --no-print-directory sqlite $(CBUILD)/sqlite_floor
+	$(RUN_ENV) $(LUA) bench/durable.lua 1 $(CBUILD)
+	$(CBUILD)/sqlite_floor $(CBUILD) $(CBUILD)/durable_schema.sql 20000 200000 NORMAL
 
 bench-quick: deps-bench
 	@$(MAKE) --no-print-directory $(BENCH_BUILD)
