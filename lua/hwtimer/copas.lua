@@ -24,65 +24,16 @@
 -- opts.dispatch = true runs the callbacks with timer:dispatch() instead:
 -- faster for many tiny callbacks, but a callback that yields gets an error.
 local copas = require("copas")
+local R = require("hwtimer.runner")
 
 local create, resume, yield = coroutine.create, coroutine.resume, coroutine.yield
-local traceback = debug.traceback
-
-local IDLE = {}      -- a runner found nothing more due, or used up the batch
-local FINISHED = {}  -- a handed-over runner's callback returned
+local IDLE, FINISHED, report = R.IDLE, R.FINISHED, R.report
 -- A copas queue that keeps nothing: a finished forwarder yields itself into
 -- it, so copas forgets the thread instead of seeing it end (and closing,
 -- with autoclose, the socket that woke it last).
 local NOWHERE = { insert = function() end, push = function() end }
 
 local M = {}
-
--- Call the callback of t in runner w; false when t is nil (nothing due).
-local function call(self, w, t, fn, ...)
-  if t == nil then return false end
-  self.budget = self.budget - 1
-  w.t = t
-  fn(t, ...)
-  w.t = nil
-  self.done(self.timer, t)
-  return true
-end
-
--- The body of a runner: take due timeouts and call their callbacks until
--- none is due or the batch is used up, then say IDLE and wait to be reused.
--- A runner whose callback yielded belongs to a copas thread until that
--- callback returns; then it says FINISHED instead of taking more.
-local function runner(self, w)
-  local timer, take = self.timer, self.take
-  while true do
-    while self.budget > 0 do
-      if not call(self, w, take(timer)) or w.handed then break end
-    end
-    yield(w.handed and FINISHED or IDLE)
-  end
-end
-
--- An error value as the C side shows it.
-local function message(err)
-  local kind = type(err)
-  if kind == "string" or kind == "number" then return tostring(err) end
-  local mt = getmetatable(err)
-  local ok, s = pcall(tostring, err)
-  if ok and type(s) == "string" and type(mt) == "table" and mt.__tostring then return s end
-  return "(error object is a " .. kind .. " value)"
-end
-
--- The callback running in w raised err; w's coroutine is dead, its stack kept.
-local function report(self, w, err)
-  local trace = traceback(w.co, message(err))
-  if self.on_error then
-    local ok, e = pcall(self.on_error, err, w.t, trace)
-    if not ok then io.stderr:write("hwtimer: error in on_error: ", message(e), "\n") end
-  else
-    io.stderr:write("hwtimer: error in timeout callback: ", trace, "\n")
-  end
-  self.timer:done(w.t, false)
-end
 
 -- A copas thread: the runner's yields go up to copas, and what copas
 -- resumes with goes back down, until its callback finishes.
@@ -119,24 +70,9 @@ end
 local function run_due(self)
   self.budget = self.batch
   repeat
-    local w = { co = create(runner), handed = false }
+    local w = { co = create(R.body), handed = false }
   until not resumed(self, w, resume(w.co, self, w))
   return self.batch - self.budget
-end
-
-local function check_opts(opts, fname)
-  for k, v in pairs(opts) do
-    local expected = (k == "on_error" and "function expected")
-      or (k == "batch" and "positive integer expected")
-      or (k == "dispatch" and "boolean expected") or "unknown option"
-    local mt = getmetatable(v)
-    local ok = (k == "on_error" and (type(v) == "function" or (type(mt) == "table" and mt.__call)))
-      or (k == "batch" and type(v) == "number" and v >= 1 and v == math.floor(v))
-      or (k == "dispatch" and type(v) == "boolean")
-    if not ok then
-      error(string.format("bad argument #3 to '%s' (option '%s': %s)", fname, tostring(k), expected), 3)
-    end
-  end
 end
 
 local function usable(timer)
@@ -149,7 +85,7 @@ end
 -- on_error(err, t, traceback), batch (most callbacks a step, default 1000),
 -- dispatch (true: timer:dispatch(), no yields).
 function M.step(timer, max_wait, opts)
-  if opts then check_opts(opts, "step") else opts = {} end
+  if opts then R.check_opts(opts, "step") else opts = {} end
   if not usable(timer) then return 0 end
   max_wait = max_wait or 0.05
   local wait = timer:timeout()
@@ -167,7 +103,7 @@ end
 
 --- loop(timer, [max_wait], [opts]): step until the timer is stopped or closed.
 function M.loop(timer, max_wait, opts)
-  if opts then check_opts(opts, "loop") end
+  if opts then R.check_opts(opts, "loop") end
   while usable(timer) do
     M.step(timer, max_wait, opts)
   end

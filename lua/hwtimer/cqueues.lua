@@ -34,63 +34,13 @@
 -- that yields gets an error.
 local cqueues = require("cqueues")
 local condition = require("cqueues.condition")
+local R = require("hwtimer.runner")
 
 local create, resume, yield = coroutine.create, coroutine.resume, coroutine.yield
-local traceback = debug.traceback
-
-local IDLE = {}      -- a runner found nothing more due, or used up the batch
-local FINISHED = {}  -- a handed-over runner's callback returned
+local IDLE, FINISHED, report = R.IDLE, R.FINISHED, R.report
 local POOL_MAX = 16  -- idle runners kept for reuse
 
 local M = {}
-
--- Call the callback of t in runner w; false when t is nil (nothing due).
-local function call(self, w, t, fn, ...)
-  if t == nil then return false end
-  self.budget = self.budget - 1
-  w.t = t
-  fn(t, ...)
-  w.t = nil
-  self.done(self.timer, t)
-  return true
-end
-
--- The body of a runner, a plain coroutine: take due timeouts and call their
--- callbacks until none is due or the batch is used up, then say IDLE and
--- wait to be reused. A callback that yields suspends the runner, and the
--- attached coroutine hands it to the controller: once that callback returns,
--- the runner says FINISHED instead of taking more.
-local function runner(self, w)
-  local timer, take = self.timer, self.take
-  while true do
-    while self.budget > 0 do
-      if not call(self, w, take(timer)) or w.handed then break end
-    end
-    yield(w.handed and FINISHED or IDLE)
-  end
-end
-
--- An error value as the C side shows it.
-local function message(err)
-  local kind = type(err)
-  if kind == "string" or kind == "number" then return tostring(err) end
-  local mt = getmetatable(err)
-  local ok, s = pcall(tostring, err)
-  if ok and type(s) == "string" and type(mt) == "table" and mt.__tostring then return s end
-  return "(error object is a " .. kind .. " value)"
-end
-
--- The callback running in w raised err; w's coroutine is dead, its stack kept.
-local function report(self, w, err)
-  local trace = traceback(w.co, message(err))
-  if self.on_error then
-    local ok, e = pcall(self.on_error, err, w.t, trace)
-    if not ok then io.stderr:write("hwtimer: error in on_error: ", message(e), "\n") end
-  else
-    io.stderr:write("hwtimer: error in timeout callback: ", trace, "\n")
-  end
-  self.timer:done(w.t, false)
-end
 
 local function usable(timer)
   return (pcall(timer.events, timer))
@@ -146,7 +96,7 @@ local function run_due(self)
     if w then
       pool[n] = nil
     else
-      w = { co = create(runner), handed = false }
+      w = { co = create(R.body), handed = false }
     end
   until not resumed(self, w, resume(w.co, self, w))
 end
@@ -185,21 +135,6 @@ local function run_dispatch(self)
   self.timer:dispatch(self.batch)
 end
 
-local function check_opts(opts)
-  for k, v in pairs(opts) do
-    local expected = (k == "on_error" and "function expected")
-      or (k == "batch" and "positive integer expected")
-      or (k == "dispatch" and "boolean expected") or "unknown option"
-    local mt = getmetatable(v)
-    local ok = (k == "on_error" and (type(v) == "function" or (type(mt) == "table" and mt.__call)))
-      or (k == "batch" and type(v) == "number" and v >= 1 and v == math.floor(v))
-      or (k == "dispatch" and type(v) == "boolean")
-    if not ok then
-      error(string.format("bad argument #3 to 'attach' (option '%s': %s)", tostring(k), expected), 3)
-    end
-  end
-end
-
 --- attach(timer, [cq], [opts]): run the timer's callbacks on the controller
 -- cq (a new one if not given). opts: on_error(err, t, traceback); batch
 -- (callbacks run before other coroutines get a turn, default 1000);
@@ -207,7 +142,7 @@ end
 -- detach() and running(): callbacks suspended in the controller) and cq.
 function M.attach(timer, cq, opts)
   opts = opts or {}
-  check_opts(opts)
+  R.check_opts(opts, "attach")
   cq = cq or cqueues.new()
   local self = { timer = timer, take = timer.take, done = timer.done, fd = timer:getfd(),
                  cq = cq, wake = condition.new(), pool = {}, running = 0, budget = 0,
