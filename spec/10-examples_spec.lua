@@ -5,8 +5,11 @@ local function have(module)
   return (pcall(require, module))
 end
 
-local function run_example(path)
-  return helpers.run_lua(helpers.read_file(path))
+-- `args`: the script's command-line arguments (arg[1], ...).
+local function run_example(path, args)
+  local prelude = ""
+  for i, a in ipairs(args or {}) do prelude = prelude .. string.format("arg[%d] = %q ", i, a) end
+  return helpers.run_lua(prelude .. helpers.read_file(path))
 end
 
 describe("examples", function()
@@ -20,14 +23,15 @@ describe("examples", function()
     { "examples/heartbeats.lua", nil, "500 connections, " },
     { "examples/failback_retry.lua", nil, "registered on attempt " },
     { "examples/idle_reaper.lua", nil, "reaped 4,5,1,2,3" },
+    { "examples/orders.lua", "hwtimer.sqlite", "closed order 1, order 3; order 2 was paid", { "1" } },
   }
   for _, case in ipairs(cases) do
-    local path, needs, expect = case[1], case[2], case[3]
+    local path, needs, expect, args = case[1], case[2], case[3], case[4]
     it(path, function()
       if needs and not have(needs) then
         return pending(needs .. " is not installed for " .. _VERSION)
       end
-      local out, ok = run_example(path)
+      local out, ok = run_example(path, args)
       assert.is_true(ok, out)
       assert.matches(expect, out, 1, true)
     end)
