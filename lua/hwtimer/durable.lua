@@ -456,9 +456,7 @@ function pass(self, min_cutoff)
     self._rerun = false
     soon(self)
   else
-    -- the next claim's transaction writes them, or this pass within 2 ms:
-    -- one commit a pass instead of two while jobs keep coming due
-    soon(self, 0.002)
+    flush_acks(self) -- a backlog's next batch writes them in its claim's commit
   end
 end
 
