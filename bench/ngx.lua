@@ -28,7 +28,8 @@ pid logs/nginx.pid;
 error_log logs/error.log warn;
 load_module @NDK@;
 load_module @LUA@;
-events { worker_connections 4096; }
+worker_rlimit_nofile 65536;
+events { worker_connections 30000; }
 http {
   access_log off;
   lua_package_path "@LPATH@;;";
@@ -183,7 +184,7 @@ local function report(fmt, ...)
   lines[#lines + 1] = line
 end
 
-local n_fast, n_io, n_park = math.floor(200000 * SCALE), math.floor(5000 * SCALE), math.floor(1000000 * SCALE)
+local n_fast, n_io, n_park = math.floor(200000 * SCALE), math.floor(2000 * SCALE), math.floor(1000000 * SCALE)
 report("hwtimer.ngx bench: medians of %d runs, scale %g, %s", RUNS, SCALE, os.date("!%Y-%m-%d %H:%M UTC"))
 for _, w in ipairs({ { "W6a", "count", n_fast }, { "W6b", "io", n_io } }) do
   local h, hr, t, tr = measure2(function() return rate("hwtimer", w[2], w[3]) end,
