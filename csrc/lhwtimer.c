@@ -24,9 +24,12 @@ const char lhwt_timer_magic = 0;
 volatile unsigned long lhwt_fork_generation;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
+/* The child's timers raise (forked()); the driver thread they shared is not
+ * in the child, which starts its own with its first new timer. */
 static void on_fork_child(void)
 {
 	lhwt_fork_generation++;
+	hwt_worker_forked();
 }
 
 /* The atfork handler lives in this library's code, so the library must never

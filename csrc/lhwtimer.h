@@ -8,7 +8,8 @@
  *   ldispatch.c running due callbacks: dispatch, run, take, done, wakeup
  *   lstats.c    counts and the lateness histogram: timer:stats
  *
- * Two userdata types. A timer owns a worker (wheel + thread + pipe). A
+ * Two userdata types. A timer owns a worker (wheel + lock + pipe), which the
+ * process's one driver thread drives for every timer (driver.h). A
  * timeout's userdata is nothing but its 32-byte wheel node, so scheduling
  * allocates one userdata and nothing else.
  *

@@ -1,12 +1,8 @@
 /*
- * worker.c: the thread that drives one wheel (see worker.h).
+ * worker.c: one timer's wheel under its lock, serviced by the driver (see worker.h).
  */
-#include <errno.h>
-#include <sched.h>
-#if defined(__linux__)
-#include <sys/prctl.h>
-#endif
 #include "clock.h"
+#include "driver.h"
 #include "pipe.h"
 #include "worker.h"
 
@@ -39,7 +35,7 @@ static uint64_t current_tick(const struct hwt_worker *w)
 	return tick_of(w, hwt_clock_ns());
 }
 
-/* ---- the thread ----------------------------------------------------------- */
+/* ---- the driver's side --------------------------------------------------- */
 
 /* Called with the lock held: tell the host when the due list becomes non-empty. */
 static void signal_due(struct hwt_worker *w)
@@ -50,91 +46,56 @@ static void signal_due(struct hwt_worker *w)
 	}
 }
 
-/* The condition variable's timeout for monotonic time `at`. */
-static struct timespec cv_deadline(const struct hwt_worker *w, int64_t at)
-{
-	struct timespec now;
-	int64_t rel;
-	if (!w->cv_realtime)
-		return hwt_clock_timespec(at);
-	/* Without pthread_condattr_setclock the wait runs on the wall clock:
-	 * convert, capping the sleep so a wall-clock jump costs one early wake. */
-	rel = at - hwt_clock_ns();
-	if (rel > INT64_C(1000000000))
-		rel = INT64_C(1000000000);
-	clock_gettime(CLOCK_REALTIME, &now);
-	return hwt_clock_timespec((int64_t)now.tv_sec * 1000000000 + now.tv_nsec + (rel > 0 ? rel : 0));
-}
-
-static void sleep_until_next(struct hwt_worker *w)
-{
-	struct timespec ts;
-	w->wake_at = hwt_wheel_next(&w->wheel);
-	if (w->wake_at == UINT64_MAX) {
-		pthread_cond_wait(&w->cv, &w->mu);
-		return;
-	}
-	ts = cv_deadline(w, hwt_worker_time_of(w, w->wake_at));
-	pthread_cond_timedwait(&w->cv, &w->mu, &ts);
-}
-
 /* Node moves per locked step of drain work: ~25 us at worst (cache misses),
- * so neither expiries nor the host wait longer than that on the worker. */
+ * so neither an expiry nor the host waits longer than that on one step. */
 #define WORK_CHUNK 512
 
-static void *worker_main(void *arg)
+/* Called with the lock held: the wheel's next event, for the driver. */
+static void plan_wake(struct hwt_worker *w)
 {
-	struct hwt_worker *w = arg;
-#if defined(PR_SET_TIMERSLACK)
-	/* Linux lets a sleep overrun by 50 us by default to batch wake-ups; this
-	 * thread wakes only when something is due, so it asks for none. */
-	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-#endif
+	w->wake_at = hwt_wheel_next(&w->wheel);
+	hwt_driver_done(w, hwt_worker_time_of(w, w->wake_at)); /* under w's lock: a
+		host's earlier wake-up, which waits for it, is not overwritten */
+}
+
+int hwt_worker_service(struct hwt_worker *w)
+{
+	int64_t now_ns;
+	uint64_t now;
+	int more;
 	pthread_mutex_lock(&w->mu);
-	while (!w->stopping) {
-		uint64_t now = current_tick(w);
-		if (now > w->wheel.now)
-			hwt_wheel_advance(&w->wheel, now);
-		signal_due(w);
-		if (hwt_wheel_work(&w->wheel, WORK_CHUNK)) {
-			pthread_mutex_unlock(&w->mu); /* let the host in between steps */
-			sched_yield();
-			pthread_mutex_lock(&w->mu);
-			continue;
-		}
-		sleep_until_next(w);
-	}
+	now_ns = hwt_clock_ns();
+	now = tick_of(w, now_ns);
+	if (now > w->wheel.now)
+		hwt_wheel_advance(&w->wheel, now);
+	signal_due(w);
+	more = hwt_wheel_work(&w->wheel, 0); /* only asks */
+	plan_wake(w);
 	pthread_mutex_unlock(&w->mu);
-	return NULL;
+	return more;
+}
+
+int hwt_worker_work(struct hwt_worker *w)
+{
+	int more;
+	pthread_mutex_lock(&w->mu);
+	more = hwt_wheel_work(&w->wheel, WORK_CHUNK);
+	if (!more)
+		plan_wake(w); /* a finished job's deadline is no longer an event */
+	pthread_mutex_unlock(&w->mu);
+	return more;
 }
 
 /* ---- life cycle ------------------------------------------------------------ */
-
-static int init_sync(struct hwt_worker *w)
-{
-	pthread_condattr_t ca;
-	int err;
-	if ((err = pthread_condattr_init(&ca)))
-		return err;
-#if defined(__APPLE__) || defined(HWT_CV_REALTIME) /* no setclock (or testing that path) */
-	w->cv_realtime = 1;
-#else
-	w->cv_realtime = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0;
-#endif
-	err = pthread_cond_init(&w->cv, &ca);
-	pthread_condattr_destroy(&ca);
-	if (err)
-		return err;
-	if ((err = pthread_mutex_init(&w->mu, NULL)))
-		pthread_cond_destroy(&w->cv);
-	return err;
-}
 
 int hwt_worker_init(struct hwt_worker *w, int64_t tick_ns, unsigned bits)
 {
 	int err;
 	w->wake_at = UINT64_MAX;
-	w->signalled = w->stopping = w->running = 0;
+	w->signalled = w->running = 0;
+	w->drv_index = SIZE_MAX;
+	w->drv_key = INT64_MAX;
+	hwt_list_init(&w->drv_link);
 	w->tick_ns = tick_ns;
 	w->origin = hwt_clock_ns();
 	if ((err = hwt_wheel_init(&w->wheel, bits)))
@@ -143,7 +104,7 @@ int hwt_worker_init(struct hwt_worker *w, int64_t tick_ns, unsigned bits)
 		hwt_wheel_free(&w->wheel);
 		return err;
 	}
-	if ((err = init_sync(w))) {
+	if ((err = pthread_mutex_init(&w->mu, NULL))) {
 		hwt_pipe_close(w->fds);
 		hwt_wheel_free(&w->wheel);
 	}
@@ -152,7 +113,7 @@ int hwt_worker_init(struct hwt_worker *w, int64_t tick_ns, unsigned bits)
 
 int hwt_worker_start(struct hwt_worker *w)
 {
-	int err = pthread_create(&w->thread, NULL, worker_main, w);
+	int err = hwt_driver_register(w, hwt_worker_time_of(w, w->wake_at));
 	w->running = !err;
 	return err;
 }
@@ -161,17 +122,12 @@ void hwt_worker_stop(struct hwt_worker *w)
 {
 	if (!w->running)
 		return;
-	pthread_mutex_lock(&w->mu);
-	w->stopping = 1;
-	pthread_cond_signal(&w->cv);
-	pthread_mutex_unlock(&w->mu);
-	pthread_join(w->thread, NULL);
+	hwt_driver_unregister(w);
 	w->running = 0;
 }
 
 void hwt_worker_destroy(struct hwt_worker *w)
 {
-	pthread_cond_destroy(&w->cv);
 	pthread_mutex_destroy(&w->mu);
 	hwt_pipe_close(w->fds);
 	hwt_wheel_free(&w->wheel);
@@ -179,11 +135,16 @@ void hwt_worker_destroy(struct hwt_worker *w)
 
 void hwt_worker_abandon(struct hwt_worker *w)
 {
-	/* In a forked child the thread does not exist and the lock may be held by
-	 * it forever: neither may be touched. Only memory and fds are ours. */
+	/* In a forked child the driver thread does not exist and the lock may be
+	 * held by it forever: neither may be touched. Only memory and fds are ours. */
 	w->running = 0;
 	hwt_pipe_close(w->fds);
 	hwt_wheel_free(&w->wheel);
+}
+
+void hwt_worker_forked(void)
+{
+	hwt_driver_forget();
 }
 
 /* ---- host side ------------------------------------------------------------- */
@@ -196,8 +157,9 @@ static void notice(struct hwt_worker *w, struct hwt_node *n)
 	} else {
 		uint64_t alert = hwt_wheel_alert(&w->wheel, n);
 		if (alert < w->wake_at) {
-			w->wake_at = alert; /* one signal per earlier wake-up, not per add */
-			pthread_cond_signal(&w->cv);
+			w->wake_at = alert; /* one driver call per earlier wake-up, not per add */
+			if (w->running)
+				hwt_driver_wake(w, hwt_worker_time_of(w, alert));
 		}
 	}
 }
@@ -313,5 +275,5 @@ size_t hwt_worker_count_due(struct hwt_worker *w)
 
 void hwt_worker_collect(struct hwt_worker *w, struct hwt_link *into)
 {
-	hwt_wheel_collect(&w->wheel, into); /* the thread is gone: no lock needed */
+	hwt_wheel_collect(&w->wheel, into); /* the driver has let go of it: no lock needed */
 }

@@ -1,12 +1,15 @@
 /*
- * worker.h: one timer's wheel, the thread that drives it, and the hand-off.
+ * worker.h: one timer's wheel, its lock and pipe, and the hand-off.
  *
- * The worker thread owns the clock: it sleeps until the wheel's next event
- * (no periodic tick while nothing is due), advances the wheel to the current
- * tick and leaves what expired on the wheel's due list. When that list goes
+ * A started worker is driven by the process's one driver thread (driver.h),
+ * which owns the clock: it sleeps until the earliest next event of all
+ * started workers (no periodic tick while nothing is due), then, under this
+ * worker's lock, advances the wheel to the current tick and leaves what
+ * expired on the wheel's due list (hwt_worker_service); drain work waits
+ * until no worker is due (hwt_worker_work). When that list goes
  * from empty to non-empty it writes one byte to the pipe; the host thread
  * polls the read end and takes the whole list in one locked step.
- * Every function here except start/stop is called by the host thread.
+ * Every function here but hwt_worker_service and _work is called by the host thread.
  */
 #ifndef HWT_WORKER_H
 #define HWT_WORKER_H
@@ -23,16 +26,20 @@
 #pragma GCC visibility push(hidden)
 #endif
 
+/* `gap` keeps the wheel where it was when each worker had its own condition
+ * variable and thread (the 56 bytes they took): with the wheel right after
+ * the lock, or 48 bytes after it, W1's cancel measured 13-20 ns slower
+ * (Lua 5.4, x86-64; interleaved runs), with nothing else changed. */
 struct hwt_worker {
-	pthread_mutex_t mu;     /* guards everything below but the constants */
-	pthread_cond_t cv;      /* worker sleeps here; signalled by add and stop */
-	pthread_t thread;
+	pthread_mutex_t mu;     /* guards the wheel, wake_at and signalled */
+	char gap[56];
 	struct hwt_wheel wheel;
-	uint64_t wake_at;       /* tick the sleeping worker waits for */
+	uint64_t wake_at;       /* tick the driver next services this worker at */
 	int signalled;          /* a byte is in the pipe for the due list */
-	int stopping;
-	int running;            /* thread started and not yet joined */
-	int cv_realtime;        /* constant: cv times out on CLOCK_REALTIME (no setclock) */
+	int running;            /* host's: registered with the driver, not yet stopped */
+	size_t drv_index;       /* the driver's, under its lock: place in its heap */
+	int64_t drv_key;        /* the driver's, under its lock: when this is next due (ns) */
+	struct hwt_link drv_link; /* the driver's, under its lock: in its queue of drain work */
 	int64_t origin;         /* constant: clock value of tick 0, in ns */
 	int64_t tick_ns;        /* constant: length of a tick */
 	int fds[2];             /* constant: the pipe, read end first */
@@ -40,25 +47,34 @@ struct hwt_worker {
 
 /* Set up (wheel of 2^bits slots a level, pipe, lock); returns 0 or an errno. */
 int hwt_worker_init(struct hwt_worker *w, int64_t tick_ns, unsigned bits);
-/* Start the thread; returns 0 or an errno. */
+/* Hand the worker to the driver (starting its thread if none runs); 0 or an errno. */
 int hwt_worker_start(struct hwt_worker *w);
-/* Ask the thread to finish and join it; safe to call twice. */
+/* Take it back (joining the thread if this was the last); safe to call twice.
+ * When this returns the driver will never touch the worker again. */
 void hwt_worker_stop(struct hwt_worker *w);
 /* Free what init made; the worker must be stopped (or never started). */
 void hwt_worker_destroy(struct hwt_worker *w);
-/* Forget the lock and thread without touching them: for a forked child. */
+/* Forget the lock and the driver without touching them: for a forked child. */
 void hwt_worker_abandon(struct hwt_worker *w);
+/* In a forked child, before anything else: forget the parent's driver thread. */
+void hwt_worker_forked(void);
+/* The driver's thread, when due: advance to now and signal what expired;
+ * tell the driver when next (hwt_driver_done). Returns 1 if drain work waits. */
+int hwt_worker_service(struct hwt_worker *w);
+/* The driver's thread, when no worker is due: one step of drain work (and,
+ * once done, the driver is told when next). Returns 1 if more remains. */
+int hwt_worker_work(struct hwt_worker *w);
 /* First tick at or after the monotonic time `deadline_ns`. */
 uint64_t hwt_worker_tick_at(const struct hwt_worker *w, int64_t deadline_ns);
 /* Monotonic time, in ns, at which tick `tick` begins. */
 int64_t hwt_worker_time_of(const struct hwt_worker *w, uint64_t tick);
-/* Add `n` due at `tick`; wakes the worker if that is earlier than its sleep.
+/* Add `n` due at `tick`; wakes the driver if that is earlier than its sleep.
  * `now_ns` is the host's clock reading that `tick` was computed from. */
 void hwt_worker_add(struct hwt_worker *w, struct hwt_node *n, uint64_t tick, int64_t now_ns);
 /* Add `n` straight to the due list, expiring at the current tick; signalled at once. */
 void hwt_worker_add_due(struct hwt_worker *w, struct hwt_node *n);
 /* Move `n` (pending anywhere, or detached) to expire at `tick`; wakes the
- * worker if needed. `now_ns` as for hwt_worker_add. */
+ * driver if needed. `now_ns` as for hwt_worker_add. */
 void hwt_worker_move(struct hwt_worker *w, struct hwt_node *n, uint64_t tick, int64_t now_ns);
 /* Take `n` out of the wheel or the due list. */
 void hwt_worker_del(struct hwt_worker *w, struct hwt_node *n);

@@ -1,6 +1,7 @@
 /*
  * test_worker.c: the host's side of a worker, with no thread started, so
- * that what the host does itself is seen apart from what the thread does.
+ * that what the host does itself is seen apart from what the thread does;
+ * then many started workers on the process's one driver thread.
  *
  * A host that wakes at a deadline takes what is due by its clock reading
  * without waiting for the worker (level-0 expiries only); anything that needs
@@ -8,9 +9,12 @@
  *
  * usage: test_worker
  */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "../clock.h"
+#include "../driver.h"
 #include "../worker.h"
 
 #define MS INT64_C(1000000)
@@ -108,12 +112,133 @@ static void tick_arithmetic_is_exact(void)
 	}
 }
 
+/* ---- many workers, one driver -------------------------------------------- */
+
+#define NW 100  /* workers */
+#define PER 5   /* nodes each */
+
+/* Threads of this process (Linux /proc), or -1 elsewhere, or under
+ * ThreadSanitizer, which starts a thread of its own with the first one. */
+static int thread_count(void)
+{
+	char line[256];
+	int n = -1;
+	FILE *f;
+#if defined(__SANITIZE_THREAD__)
+	return -1;
+#endif
+	if (!(f = fopen("/proc/self/status", "r")))
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (!strncmp(line, "Threads:", 8))
+			n = atoi(line + 8);
+	fclose(f);
+	return n;
+}
+
+/* Take what worker i has due; each node must be taken once, never before its
+ * deadline. Returns how many were taken. */
+static int take_due(struct hwt_worker *w, struct hwt_node *nodes, const int64_t *deadline)
+{
+	struct hwt_link into;
+	int got = 0;
+	int64_t now = hwt_clock_ns();
+	hwt_list_init(&into);
+	hwt_worker_take(w, &into, now);
+	while (!hwt_list_empty(&into)) {
+		struct hwt_node *n = hwt_container_of(into.next, struct hwt_node, link);
+		hwt_list_unlink(&n->link);
+		n->slot = HWT_SLOT_NONE;
+		expect(now >= deadline[n - nodes], "a node was taken before its deadline");
+		expect(++n->owner_byte == 1, "a node was taken twice");
+		got++;
+	}
+	return got;
+}
+
+/* 100 workers of two tick lengths and two geometries, 5 nodes each, with
+ * interleaved deadlines (consecutive deadlines belong to different workers):
+ * one thread drives them all, every node comes due on time exactly once,
+ * and the thread is joined when the last worker stops. */
+static void many_workers_one_driver(void)
+{
+	static struct hwt_worker w[NW];
+	static struct hwt_node nodes[NW][PER];
+	static int64_t deadline[NW][PER];
+	struct pollfd pfd[NW];
+	int before = thread_count(), left = NW * PER, i, k;
+	int64_t limit;
+	for (i = 0; i < NW; i++) {
+		expect(hwt_worker_init(&w[i], i % 2 ? MS / 2 : MS, i % 3 ? 9 : 4) == 0, "init");
+		expect(hwt_worker_start(&w[i]) == 0, "start");
+		pfd[i].fd = w[i].fds[0];
+		pfd[i].events = POLLIN;
+	}
+	expect(before < 0 || thread_count() == before + 1, "not one thread for 100 workers");
+	expect(hwt_driver_count() == NW, "not every worker registered");
+	for (k = 0; k < PER; k++)
+		for (i = 0; i < NW; i++) {
+			int64_t now = hwt_clock_ns();
+			deadline[i][k] = now + (int64_t)(i + NW * k) * MS / 2;
+			hwt_node_init(&nodes[i][k]);
+			hwt_worker_add(&w[i], &nodes[i][k], hwt_worker_tick_at(&w[i], deadline[i][k]), now);
+		}
+	limit = hwt_clock_ns() + 10000 * MS;
+	while (left > 0 && hwt_clock_ns() < limit) {
+		(void)poll(pfd, NW, 100);
+		for (i = 0; i < NW; i++)
+			if (pfd[i].revents & POLLIN)
+				left -= take_due(&w[i], nodes[i], deadline[i]);
+	}
+	expect(left == 0, "not every node came due");
+	for (i = 0; i < NW; i++) {
+		hwt_worker_stop(&w[i]);
+		hwt_worker_stop(&w[i]); /* twice: a no-op */
+		hwt_worker_destroy(&w[i]);
+	}
+	expect(hwt_driver_count() == 0, "a stopped worker is still registered");
+	expect(before < 0 || thread_count() == before, "the driver outlived its last worker");
+}
+
+/* Workers started and stopped while others are driven: a stopped worker is
+ * never touched again (ASan/TSan builds see to that), the others go on. */
+static void stop_while_driven(void)
+{
+	static struct hwt_worker w[8];
+	static struct hwt_node nodes[8][64];
+	int round, i, k;
+	for (round = 0; round < 50; round++) {
+		for (i = 0; i < 8; i++) {
+			int64_t now;
+			expect(hwt_worker_init(&w[i], MS / 10, 4) == 0, "init");
+			expect(hwt_worker_start(&w[i]) == 0, "start");
+			now = hwt_clock_ns();
+			for (k = 0; k < 64; k++) {
+				hwt_node_init(&nodes[i][k]);
+				hwt_worker_add(&w[i], &nodes[i][k], hwt_worker_tick_at(&w[i], now + k * MS / 20), now);
+			}
+		}
+		for (i = 0; i < 8; i++) {
+			struct hwt_link all;
+			struct timespec ts = { 0, 100000 * (i % 3) };
+			nanosleep(&ts, NULL);
+			hwt_worker_stop(&w[i]);
+			hwt_list_init(&all);
+			hwt_worker_collect(&w[i], &all);
+			hwt_worker_destroy(&w[i]);
+		}
+	}
+	expect(hwt_driver_count() == 0, "a stopped worker is still registered");
+}
+
 int main(void)
 {
 	host_takes_a_level0_expiry();
 	host_leaves_the_worker_its_work();
 	tick_arithmetic_is_exact();
-	printf("test_worker: the host's side of a worker\n%d passed, %d failed\n",
-	       failures ? 0 : 3, failures);
+	many_workers_one_driver();
+	stop_while_driven();
+	printf("test_worker: the host's side of a worker; many workers on one driver\n%d passed, %d failed\n",
+	       failures ? 0 : 5, failures);
 	return failures != 0;
 }
