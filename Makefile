@@ -33,7 +33,7 @@ WARN    := -std=c99 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
            -Wall -Wextra -Wshadow -Wmissing-prototypes -pedantic
 LDLIBS  := -lpthread -lm -ldl
 
-CORE_SRC := csrc/wheel.c csrc/worker.c csrc/pipe.c csrc/clock.c
+CORE_SRC := csrc/wheel.c csrc/worker.c csrc/driver.c csrc/pipe.c csrc/clock.c
 LUA_SRC  := csrc/lhwtimer.c csrc/ltimer.c csrc/ltimeout.c csrc/ldispatch.c csrc/lstats.c
 SRC      := $(CORE_SRC) $(LUA_SRC)
 HDR      := $(wildcard csrc/*.h)

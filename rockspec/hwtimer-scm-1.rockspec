@@ -34,7 +34,7 @@ build = {
       incdirs = { "csrc" },
     },
     ["hwtimer.core"] = {
-      sources = { "csrc/wheel.c", "csrc/worker.c", "csrc/pipe.c", "csrc/clock.c",
+      sources = { "csrc/wheel.c", "csrc/worker.c", "csrc/driver.c", "csrc/pipe.c", "csrc/clock.c",
                   "csrc/lhwtimer.c", "csrc/ltimer.c", "csrc/ltimeout.c", "csrc/ldispatch.c", "csrc/lstats.c" },
       defines = { "_POSIX_C_SOURCE=200809L", "_DEFAULT_SOURCE" },
       libraries = { "pthread", "m", "dl" },
