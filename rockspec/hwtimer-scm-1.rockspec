@@ -20,6 +20,7 @@ build = {
   modules = {
     ["hwtimer"] = "lua/hwtimer.lua",
     ["hwtimer.retry"] = "lua/hwtimer/retry.lua",
+    ["hwtimer.check"] = "lua/hwtimer/check.lua",
     ["hwtimer.luv"] = "lua/hwtimer/luv.lua",
     ["hwtimer.cqueues"] = "lua/hwtimer/cqueues.lua",
     ["hwtimer.copas"] = "lua/hwtimer/copas.lua",

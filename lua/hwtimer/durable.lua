@@ -19,6 +19,8 @@
 -- learns what others scheduled by reading the rows past the last seq it saw
 -- whenever SQLite's data_version says another connection committed.
 local sqlite = require("hwtimer.sqlite")
+local check = require("hwtimer.check")
+local type_name, callable, is_timer = check.type_name, check.callable, check.is_timer
 
 local wall = sqlite.now
 local floor, huge, max, min = math.floor, math.huge, math.max, math.min
@@ -89,11 +91,6 @@ local SQL = {
 -- Arguments and options
 ---------------------------------------------------------------------------
 
-local function type_name(v)
-  local mt = getmetatable(v)
-  return type(mt) == "table" and type(rawget(mt, "__name")) == "string" and rawget(mt, "__name")
-    or type(v)
-end
 
 local function argerror(n, fname, msg)
   error(string.format("bad argument #%d to '%s' (%s)", n, fname, msg), 3)
@@ -104,17 +101,7 @@ local function shown(v)
   return type(v) == "number" and string.format("%g", v) or type_name(v)
 end
 
-local function callable(v)
-  if type(v) == "function" then return true end
-  local mt = getmetatable(v)
-  return type(mt) == "table" and rawget(mt, "__call") ~= nil
-end
 
-local function is_timer(v)
-  if type(v) ~= "userdata" and type(v) ~= "table" then return false end
-  local ok, schedule = pcall(function() return v.schedule end)
-  return ok and callable(schedule)
-end
 
 local function finite(v) return type(v) == "number" and v == v and v > -huge and v < huge end
 local function positive(v) return finite(v) and v > 0 end

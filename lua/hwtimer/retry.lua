@@ -8,6 +8,8 @@
 -- the OpenResty glue's dispatcher. Every retry ends in "succeeded", "failed"
 -- or "cancelled", and r:state() says which and why.
 local core = require("hwtimer.core")
+local check = require("hwtimer.check")
+local type_name, callable, is_timer = check.type_name, check.callable, check.is_timer
 local now = core.now
 
 local M = {}
@@ -16,29 +18,12 @@ local M = {}
 -- Arguments and options
 ---------------------------------------------------------------------------
 
-local function type_name(v)
-  local mt = getmetatable(v)
-  return type(mt) == "table" and type(rawget(mt, "__name")) == "string" and rawget(mt, "__name")
-    or type(v)
-end
 
 local function argerror(n, msg)
   error(string.format("bad argument #%d to 'retry' (%s)", n, msg), 3)
 end
 
-local function callable(v)
-  if type(v) == "function" then return true end
-  local mt = getmetatable(v)
-  return type(mt) == "table" and rawget(mt, "__call") ~= nil
-end
 
--- A hwtimer timer, or any object whose `schedule` method can be called:
--- indexing another userdata may raise, which means "not a timer".
-local function is_timer(v)
-  if type(v) ~= "userdata" and type(v) ~= "table" then return false end
-  local ok, schedule = pcall(function() return v.schedule end)
-  return ok and callable(schedule)
-end
 
 local function positive(v) return type(v) == "number" and v > 0 and v < math.huge end
 local function seconds(v) return type(v) == "number" and v >= 0 and v <= 1e9 end
