@@ -44,6 +44,10 @@ local function missing_modules(code)
   local missing = {}
   for name in code:gmatch("require%(?%s*[\"']([%w_.]+)[\"']") do
     if not name:match("^hwtimer") and not have(name) then missing[#missing + 1] = name end
+    -- durable timers need their C store, built only where SQLite's headers are
+    if name == "hwtimer.durable" and not have("hwtimer.sqlite") then
+      missing[#missing + 1] = "hwtimer.sqlite"
+    end
   end
   return missing
 end
