@@ -202,7 +202,7 @@ check-tsan: build/tsan/hwtimer/core.so $(TESTUTIL)
 # The whole suite under valgrind memcheck with a collector that never rests:
 # no error, no definitely lost block.
 check-valgrind: $(MODULE) $(TESTUTIL)
-	$(RUN_ENV) valgrind -q --fair-sched=yes --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite \
+	HWT_SLOW=20 $(RUN_ENV) valgrind -q --fair-sched=yes --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite \
 	  $(LUA) /usr/bin/busted --helper=spec/helpers_gc_aggressive.lua spec
 
 # ---- demo, bench, install -----------------------------------------------------------

@@ -33,6 +33,7 @@ static struct {
 	int waiters;              /* unregister calls waiting on `done` */
 	int running, stopping;    /* the thread exists; it is asked to end */
 	int cv_ready, cv_realtime;
+	struct hwt_worker **left_behind; /* a forked child's old heap: see hwt_driver_forget */
 } drv = { .life = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER,
 	.done = PTHREAD_COND_INITIALIZER };
 
@@ -308,6 +309,7 @@ void hwt_driver_forget(void)
 	pthread_mutex_init(&drv.life, NULL);
 	pthread_mutex_init(&drv.mu, NULL);
 	pthread_cond_init(&drv.done, NULL);
+	drv.left_behind = drv.heap; /* still reachable, so not a leak */
 	drv.heap = NULL;
 	drv.n = drv.cap = 0;
 	drv.busy = NULL;

@@ -13,6 +13,9 @@ if not have_sqlite then
 end
 local durable = require("hwtimer.durable")
 local wall = sqlite.now
+-- Upper bounds on lateness are for a host that runs at speed; under valgrind
+-- (make check-valgrind sets HWT_SLOW) everything is tens of times slower.
+local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
 local sleep = require("hwtimer_testutil").sleep
 
 local function shell(cmd)
@@ -182,7 +185,7 @@ describe("hwtimer.durable", function()
       assert.equal(1, got.attempt)
       assert.is_true(got.due >= before + 0.2 and got.due <= before + 0.25)
       assert.is_true(at >= got.due, "ran early")
-      assert.is_true(at - got.due < 0.1, "ran " .. (at - got.due) .. " s late")
+      assert.is_true(at - got.due < 0.1 * SLOW, "ran " .. (at - got.due) .. " s late")
       assert.is_nil(q:get(id))
       assert.equal(0, q:pending())
     end)
@@ -431,7 +434,7 @@ describe("hwtimer.durable", function()
       assert.is_true(wait(function() return #ran == 250 end))
       table.sort(ran)
       assert.is_true(ran[1] >= 0, "early")
-      assert.is_true(ran[#ran] < 0.1, "late by " .. ran[#ran])
+      assert.is_true(ran[#ran] < 0.1 * SLOW, "late by " .. ran[#ran])
     end)
 
     it("picks up what another process scheduled inside its window", function()
@@ -441,11 +444,11 @@ describe("hwtimer.durable", function()
       q:handle("k", function(job) late = wall() - job.due end)
       other:schedule("k", 0.1)
       assert.truthy(wait(function() return late end))
-      assert.is_true(late >= 0 and late < 0.05, "late by " .. late)
+      assert.is_true(late >= 0 and late < 0.05 * SLOW, "late by " .. late)
       late = nil
       other:schedule("k", 0.005) -- shorter than the poll: run at the next poll
       assert.truthy(wait(function() return late end))
-      assert.is_true(late < 0.06, "late by " .. late)
+      assert.is_true(late < 0.06 * SLOW, "late by " .. late)
     end)
   end)
 
@@ -509,7 +512,7 @@ describe("hwtimer.durable", function()
       assert.is_nil(got)
       assert.truthy(wait(function() return got end))
       assert.equal(2, got.attempt)
-      assert.is_true(at - opened >= 0.28 and at - opened < 0.5)
+      assert.is_true(at - opened >= 0.28 and at - opened < 0.5 * SLOW)
     end)
   end)
 
