@@ -123,36 +123,45 @@ local function start()
 end
 
 -- Callbacks per second for one run: the n callbacks' span, first to last.
-local function rate(sys, work, n)
+-- Run f(port) against a fresh nginx, stopped (by its pid) whatever happens.
+local function with_nginx(f)
   local ngx_, port = start()
-  local status, body = N.get(port, ("/run?n=%d&sys=%s&work=%s"):format(n, sys, work), 60)
-  assert(status == 200 and body == "ok\n", body)
-  local r
-  for _ = 1, 600 do
-    socket.sleep(0.05)
-    r = N.numbers(select(2, N.get(port, "/result")))
-    if r[1] >= n then break end
-  end
+  local ok, a, b = pcall(f, port, ngx_)
   ngx_.stop()
+  if not ok then error(a, 0) end
+  return a, b
+end
+
+local function rate(sys, work, n)
+  local r = with_nginx(function(port)
+    local status, body = N.get(port, ("/run?n=%d&sys=%s&work=%s"):format(n, sys, work), 60)
+    assert(status == 200 and body == "ok\n", body)
+    local got
+    for _ = 1, 600 do
+      socket.sleep(0.05)
+      got = N.numbers(select(2, N.get(port, "/result")))
+      if got[1] >= n then break end
+    end
+    return got
+  end)
   assert(r[1] == n and r[3] == 0, ("%s %s: %d of %d ran, %d failed"):format(sys, work, r[1], n, r[3]))
   return n / r[2]
 end
 
 local function parked(sys, n)
-  local ngx_, port = start()
-  local pid = ngx_.worker_pids()[1]
-  local before = rss_kb(pid)
-  local held = 0
-  local chunk = math.min(n, 100000)
-  for _ = 1, math.ceil(n / chunk) do
-    local _, body = N.get(port, ("/park?n=%d&sys=%s"):format(chunk, sys), 120)
-    local got = tonumber(body)
-    held = held + got
-    if got < chunk then break end
-  end
-  local grown = (rss_kb(pid) - before) / 1024
-  ngx_.stop()
-  return held, grown
+  return with_nginx(function(port, ngx_)
+    local pid = ngx_.worker_pids()[1]
+    local before = rss_kb(pid)
+    local held = 0
+    local chunk = math.min(n, 100000)
+    for _ = 1, math.ceil(n / chunk) do
+      local _, body = N.get(port, ("/park?n=%d&sys=%s"):format(chunk, sys), 120)
+      local got = tonumber(body)
+      held = held + got
+      if got < chunk then break end
+    end
+    return held, (rss_kb(pid) - before) / 1024
+  end)
 end
 
 local function median(list)
