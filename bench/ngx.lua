@@ -21,13 +21,7 @@ if not (N.cpath and N.lpath and N.exists(N.nginx) and N.exists(N.lua_module)) th
 end
 
 local CONF = [[
-worker_processes 1;
-daemon on;
-master_process on;
-pid logs/nginx.pid;
-error_log logs/error.log warn;
-load_module @NDK@;
-load_module @LUA@;
+@HEAD@
 worker_rlimit_nofile 65536;
 events { worker_connections 30000; }
 http {

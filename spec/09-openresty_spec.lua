@@ -8,13 +8,7 @@ local N = require("spec.nginx")
 local socket = require("socket")
 
 local CONF = [[
-worker_processes 1;
-daemon on;
-master_process on;
-pid logs/nginx.pid;
-error_log logs/error.log warn;
-load_module @NDK@;
-load_module @LUA@;
+@HEAD@
 events { worker_connections 64; }
 http {
   access_log off;

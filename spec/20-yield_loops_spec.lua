@@ -17,6 +17,19 @@ local function percentile(list, p)
   return s[math.max(1, math.ceil(#s * p))]
 end
 
+-- 100 plain callbacks due in 0.02 s, beside one that waits: each one's
+-- lateness goes into `late`, and on_last(now) runs after the hundredth.
+local function hundred_due(timer, late, on_last)
+  local count = 0
+  for _ = 1, 100 do
+    timer:schedule(0.02, function(t)
+      late[#late + 1] = hwtimer.now() - t:deadline()
+      count = count + 1
+      if count == 100 then on_last(hwtimer.now()) end
+    end)
+  end
+end
+
 local cqueues = optional("cqueues")
 
 describe("hwtimer.cqueues: callbacks may yield to cqueues", function()
@@ -117,18 +130,11 @@ describe("hwtimer.cqueues: callbacks may yield to cqueues", function()
 
   it("a callback that sleeps 0.2 s holds back none of the 100 due with it", function()
     local late, sleeper_done, others_done = {}, nil, nil
-    local count = 0
     timer:schedule(0.02, function()
       cqueues.sleep(0.2)
       sleeper_done = hwtimer.now()
     end)
-    for _ = 1, 100 do
-      timer:schedule(0.02, function(t)
-        late[#late + 1] = hwtimer.now() - t:deadline()
-        count = count + 1
-        if count == 100 then others_done = hwtimer.now() end
-      end)
-    end
+    hundred_due(timer, late, function(at) others_done = at end)
     finish_when(function() return sleeper_done ~= nil end)
     assert(run())
     assert.same({}, errors)
@@ -376,7 +382,7 @@ describe("hwtimer.copas: callbacks may use copas sockets", function()
       held:receive("*l")
       while held do copas.receive(skt, 0) end -- never returns data: waits for the close below
     end)
-    local late, count, waiter_done, others_done = {}, 0, nil, nil
+    local late, waiter_done, others_done = {}, nil, nil
     timer:schedule(0.02, function()
       local raw = socket.tcp()
       assert(copas.connect(raw, "127.0.0.1", slow_port))
@@ -386,13 +392,7 @@ describe("hwtimer.copas: callbacks may use copas sockets", function()
       waiter_done = hwtimer.now()
       raw:close()
     end)
-    for _ = 1, 100 do
-      timer:schedule(0.02, function(t)
-        late[#late + 1] = hwtimer.now() - t:deadline()
-        count = count + 1
-        if count == 100 then others_done = hwtimer.now() end
-      end)
-    end
+    hundred_due(timer, late, function(at) others_done = at end)
     timer:schedule(0.22, function()
       local h = held
       held = nil

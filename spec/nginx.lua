@@ -63,13 +63,24 @@ local function read_pid(path)
 end
 N.read_pid = read_pid
 
--- @NDK@, @LUA@, @LPATH@, @CPATH@ in a config become the module paths; the
--- workers run as the test's user (as root, nginx would switch them to
--- `nobody`, who may not read a checkout such as a 0700 temp dir).
+-- What every config here starts with: one worker, a daemon with its pid in
+-- the prefix, warnings in logs/error.log, the Lua module loaded.
+local HEAD = [[
+worker_processes 1;
+daemon on;
+master_process on;
+pid logs/nginx.pid;
+error_log logs/error.log warn;
+load_module @NDK@;
+load_module @LUA@;]]
+
+-- @HEAD@ in a config becomes HEAD; @NDK@, @LUA@, @LPATH@, @CPATH@ the module
+-- paths; the workers run as the test's user (as root, nginx would switch
+-- them to `nobody`, who may not read a checkout such as a 0700 temp dir).
 function N.config(conf, vars)
   local all = { NDK = N.ndk_module, LUA = N.lua_module, LPATH = N.lpath, CPATH = N.cpath }
   for k, v in pairs(vars or {}) do all[k] = tostring(v) end
-  conf = conf:gsub("@(%u+)@", all)
+  conf = conf:gsub("@HEAD@", HEAD):gsub("@(%u+)@", all)
   local p = io.popen("id -un")
   local user = p:read("*l")
   p:close()
