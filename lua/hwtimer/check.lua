@@ -25,4 +25,30 @@ function C.is_timer(v)
   return ok and C.callable(schedule)
 end
 
+local function option_name(key) return "option '" .. key .. "'" end
+local function unknown_option(key) return "unknown option '" .. key .. "'" end
+
+--- Read the table opts against spec = { key = { default, test, what } }: a
+-- new table with every key of spec, given or defaulted; or nil and the
+-- message for the first unknown key or value that fails its test.
+-- name(key) and unknown(key) word the messages (default: "option 'k'",
+-- "unknown option 'k'"). The caller raises, at its own depth.
+function C.options(opts, spec, name, unknown)
+  name, unknown = name or option_name, unknown or unknown_option
+  for k in pairs(opts) do
+    if spec[k] == nil then return nil, unknown(tostring(k)) end
+  end
+  local o = {}
+  for key, s in pairs(spec) do
+    local v = opts[key]
+    if v == nil then
+      v = s[1]
+    elseif not s[2](v) then
+      return nil, string.format("%s: %s expected", name(key), s[3])
+    end
+    o[key] = v
+  end
+  return o
+end
+
 return C

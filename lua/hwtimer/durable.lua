@@ -137,37 +137,16 @@ local OPTIONS = {
 
 local function check_options(opts)
   if type(opts) ~= "table" then argerror(2, "open", "table expected, got " .. type_name(opts)) end
-  for k in pairs(opts) do
-    if OPTIONS[k] == nil then argerror(2, "open", "unknown option '" .. tostring(k) .. "'") end
-  end
-  local o = {}
-  for key, spec in pairs(OPTIONS) do
-    local v = opts[key]
-    if v == nil then
-      v = spec[1]
-    elseif not spec[2](v) then
-      argerror(2, "open", string.format("option '%s': %s expected", key, spec[3]))
-    end
-    o[key] = v
-  end
+  local o, err = check.options(opts, OPTIONS)
+  if not o then argerror(2, "open", err) end
   if o.redis ~= nil then
     argerror(2, "open", "option 'redis': the Redis engine is not available yet; use 'path'")
   end
   if o.path == nil then argerror(2, "open", "option 'path' expected") end
-  local b = o.backoff or {}
-  o.backoff = {}
-  for k in pairs(b) do
-    if BACKOFF[k] == nil then argerror(2, "open", "option 'backoff': unknown key '" .. tostring(k) .. "'") end
-  end
-  for key, spec in pairs(BACKOFF) do
-    local v = b[key]
-    if v == nil then
-      v = spec[1]
-    elseif not spec[2](v) then
-      argerror(2, "open", string.format("option 'backoff.%s': %s expected", key, spec[3]))
-    end
-    o.backoff[key] = v
-  end
+  o.backoff, err = check.options(o.backoff or {}, BACKOFF,
+    function(key) return "option 'backoff." .. key .. "'" end,
+    function(key) return "option 'backoff': unknown key '" .. key .. "'" end)
+  if not o.backoff then argerror(2, "open", err) end
   return o
 end
 

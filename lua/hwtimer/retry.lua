@@ -47,19 +47,8 @@ local OPTIONS = {
 local function check_options(opts)
   if opts == nil then opts = {} end
   if type(opts) ~= "table" then argerror(3, "table expected, got " .. type_name(opts)) end
-  for k in pairs(opts) do
-    if OPTIONS[k] == nil then argerror(3, "unknown option '" .. tostring(k) .. "'") end
-  end
-  local o = {}
-  for name, spec in pairs(OPTIONS) do
-    local v = opts[name]
-    if v == nil then
-      v = spec[1]
-    elseif not spec[2](v) then
-      argerror(3, string.format("option '%s': %s expected", name, spec[3]))
-    end
-    o[name] = v
-  end
+  local o, err = check.options(opts, OPTIONS)
+  if not o then argerror(3, err) end
   return o
 end
 
