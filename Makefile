@@ -260,6 +260,8 @@ install: $(MODULE)
 	install -d $(DESTDIR)$(LUA_SHAREDIR)/hwtimer
 	install -m 644 lua/hwtimer.lua $(DESTDIR)$(LUA_SHAREDIR)/hwtimer.lua
 	install -m 644 lua/hwtimer/*.lua $(DESTDIR)$(LUA_SHAREDIR)/hwtimer/
+	install -d $(DESTDIR)$(LUA_SHAREDIR)/hwtimer/durable
+	install -m 644 lua/hwtimer/durable/*.lua $(DESTDIR)$(LUA_SHAREDIR)/hwtimer/durable/
 
 clean:
 	rm -rf build

@@ -27,6 +27,7 @@ build = {
     ["hwtimer.runner"] = "lua/hwtimer/runner.lua",
     ["hwtimer.ngx"] = "lua/hwtimer/ngx.lua",
     ["hwtimer.durable"] = "lua/hwtimer/durable.lua",
+    ["hwtimer.durable.sqlite"] = "lua/hwtimer/durable/sqlite.lua",
     -- durable timers' store (needs libsqlite3-dev)
     ["hwtimer.sqlite"] = {
       sources = { "csrc/durable/lsqlite.c" },

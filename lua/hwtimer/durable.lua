@@ -1,96 +1,42 @@
---- hwtimer.durable: timers that survive the process, kept in an SQLite file
--- and held in the wheel only while they are due within a window.
+--- hwtimer.durable: timers that survive the process, kept in a store (an
+-- SQLite file, or Redis) and held in the wheel only while they are due within
+-- a window.
 --
 --   local q = durable.open(timer, { path = "timers.db" })
+--   local q = durable.open(timer, { redis = client, prefix = "app" })
 --   q:handle("close_order", function(job) ... end)
 --   local id = q:schedule("close_order", 1800, order_id)
 --
--- It knows SQLite (through hwtimer.sqlite) and its job table; the timer it
--- talks to only through the public API a user has (timer:schedule and
--- t:cancel), so `timer` may be a hwtimer timer or hwtimer.ngx's object.
+-- This file is the front: the arguments, the window of ordinary timeouts
+-- and the claim/run/acknowledge pass. The store is an engine module
+-- (hwtimer.durable.sqlite, hwtimer.durable.redis) that knows its job table;
+-- the timer is used only through the public API a user has (timer:schedule
+-- and t:cancel), so `timer` may be a hwtimer timer or hwtimer.ngx's object.
 --
--- How a job moves: a row of hwtimer_jobs, `ready` is when it may next be
--- claimed (its due time, or while claimed the end of its lease). A process
--- keeps an ordinary timeout for each row with `ready` inside its window; when
--- one fires it claims every due row in one BEGIN IMMEDIATE transaction (the
--- lease), runs the handlers, then acknowledges them in one more (delete, or
--- for a periodic job or a retry a copy of the row with its next due time).
--- Every write of a due time gets a new `seq` (AUTOINCREMENT), so a process
--- learns what others scheduled by reading the rows past the last seq it saw
--- whenever SQLite's data_version says another connection committed.
-local sqlite = require("hwtimer.sqlite")
+-- The window: the front keeps an ordinary timeout per key the engine gives
+-- for a job due within `window` seconds (SQLite: the row's seq; Redis: its
+-- ready time). When one fires the pass claims every due job of a handled
+-- kind (a lease), runs the handlers, and acknowledges them (delete, or for a
+-- periodic job or a retry the next due time).
 local check = require("hwtimer.check")
 local type_name, callable, is_timer = check.type_name, check.callable, check.is_timer
 
-local wall = sqlite.now
 local floor, huge, max, min = math.floor, math.huge, math.max, math.min
 
 local M = {}
 
-local APP_ID = 1213682756 -- "HWTD": PRAGMA application_id of a store
-local FORMAT = 1 -- PRAGMA user_version: the schema below
+-- The engines, loaded when a store of theirs is opened (a machine without
+-- SQLite's headers has no hwtimer.sqlite, and may still use Redis).
+local ENGINES = { path = "hwtimer.durable.sqlite", redis = "hwtimer.durable.redis" }
 
-local SCHEMA = [[
-CREATE TABLE hwtimer_jobs (
-  seq     INTEGER PRIMARY KEY AUTOINCREMENT, -- new at every write of a due time
-  queue   TEXT NOT NULL,
-  id      TEXT NOT NULL,
-  kind    TEXT NOT NULL,
-  payload BLOB,
-  due     REAL NOT NULL,             -- epoch seconds: when this run is due
-  ready   REAL NOT NULL,             -- when it may be claimed: due, or the lease's end
-  every   REAL,                      -- a periodic job's interval
-  attempt INTEGER NOT NULL DEFAULT 0, -- attempts started
-  owner   TEXT,                      -- the process holding the lease
-  dead    INTEGER NOT NULL DEFAULT 0,
-  error   TEXT                       -- a dead job's last error
-);
-CREATE UNIQUE INDEX hwtimer_jobs_id ON hwtimer_jobs (queue, id);
-CREATE INDEX hwtimer_jobs_ready ON hwtimer_jobs (queue, ready) WHERE dead = 0;
-]]
-
-M.SCHEMA = SCHEMA
-
--- The statements, prepared once per queue.
-local SQL = {
-  begin = "BEGIN IMMEDIATE",
-  commit = "COMMIT",
-  rollback = "ROLLBACK",
-  insert = [[INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, every)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)]],
-  cancel = "DELETE FROM hwtimer_jobs WHERE queue = ?1 AND id = ?2 RETURNING seq",
-  get = [[SELECT id, kind, payload, due, attempt, every, dead, error, owner
-          FROM hwtimer_jobs WHERE queue = ?1 AND id = ?2]],
-  pending = "SELECT count(*) FROM hwtimer_jobs WHERE queue = ?1 AND dead = 0",
-  dead = [[SELECT id, kind, payload, due, attempt, every, dead, error, owner
-           FROM hwtimer_jobs WHERE queue = ?1 AND dead = 1 ORDER BY due, seq]],
-  range = [[SELECT seq, ready FROM hwtimer_jobs
-            WHERE queue = ?1 AND dead = 0 AND ready > ?2 AND ready < ?3]],
-  max_seq = "SELECT max(seq) FROM hwtimer_jobs",
-  since = [[SELECT seq, ready FROM hwtimer_jobs
-            WHERE seq > ?1 AND seq <= ?2 AND +queue = ?3 AND dead = 0 AND +ready < ?4]],
-  probe = [[SELECT 1 FROM hwtimer_jobs WHERE queue = ?1 AND dead = 0 AND ready <= ?2
-            AND kind IN (SELECT kind FROM temp.hwtimer_handled) LIMIT 1]],
-  claim = [[UPDATE hwtimer_jobs SET ready = ?3, owner = ?4, attempt = attempt + 1
-            WHERE seq IN (SELECT seq FROM hwtimer_jobs WHERE queue = ?1 AND dead = 0 AND ready <= ?2
-                          AND kind IN (SELECT kind FROM temp.hwtimer_handled)
-                          ORDER BY ready LIMIT ?5)
-            RETURNING seq, id, kind, payload, due, attempt, every]],
-  done = "DELETE FROM hwtimer_jobs WHERE seq = ?1 AND owner = ?2",
-  -- a copy with a new seq, so that other processes see the new due time
-  requeue = [[INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, every, attempt)
-              SELECT queue, id, kind, payload, ?3, ?3, every, ?4 FROM hwtimer_jobs
-              WHERE seq = ?1 AND owner = ?2]],
-  bury = "UPDATE hwtimer_jobs SET dead = 1, owner = NULL, error = ?3 WHERE seq = ?1 AND owner = ?2",
-  data_version = "PRAGMA data_version",
-  handle = "INSERT OR IGNORE INTO temp.hwtimer_handled (kind) VALUES (?1)",
-  unhandle = "DELETE FROM temp.hwtimer_handled WHERE kind = ?1",
-}
+do -- the store's schema, for tools (bench/durable.lua's floor)
+  local ok, sqlite_engine = pcall(require, ENGINES.path)
+  if ok then M.SCHEMA = sqlite_engine.SCHEMA end
+end
 
 ---------------------------------------------------------------------------
 -- Arguments and options
 ---------------------------------------------------------------------------
-
 
 local function argerror(n, fname, msg)
   error(string.format("bad argument #%d to '%s' (%s)", n, fname, msg), 3)
@@ -100,8 +46,6 @@ end
 local function shown(v)
   return type(v) == "number" and string.format("%g", v) or type_name(v)
 end
-
-
 
 local function finite(v) return type(v) == "number" and v == v and v > -huge and v < huge end
 local function positive(v) return finite(v) and v > 0 end
@@ -142,7 +86,7 @@ local function check_options(opts)
   if o.redis ~= nil then
     argerror(2, "open", "option 'redis': the Redis engine is not available yet; use 'path'")
   end
-  if o.path == nil then argerror(2, "open", "option 'path' expected") end
+  if o.path == nil and o.redis == nil then argerror(2, "open", "option 'path' expected") end
   o.backoff, err = check.options(o.backoff or {}, BACKOFF,
     function(key) return "option 'backoff." .. key .. "'" end,
     function(key) return "option 'backoff': unknown key '" .. key .. "'" end)
@@ -176,36 +120,31 @@ local function report(self, err, job)
   if not ok then default_on_error("on_error raised: " .. tostring(e), job) end
 end
 
-local function job_of(id, kind, payload, due, attempt, every, dead, err, owner)
-  return { id = id, kind = kind, payload = payload, due = due, attempt = attempt,
-           every = every, dead = dead == 1 or nil, error = err, leased = owner ~= nil or nil }
-end
-
 ---------------------------------------------------------------------------
--- The window: rows due soon, as ordinary timeouts of the timer
+-- The window: jobs due soon, as ordinary timeouts of the timer
 ---------------------------------------------------------------------------
 
 local pass -- forward
 
--- A job's timeout: the claim pass runs whatever is due by its ready time.
-local function fire(_, self, seq, ready)
+-- A key's timeout: the claim pass runs whatever is due by its ready time.
+local function fire(_, self, key, ready)
   if self._closed then return end
-  self._loaded[seq] = nil
+  self._loaded[key] = nil
   pass(self, ready)
 end
 
--- Hold row `seq` in the wheel until `ready` (epoch seconds). A timer that
--- refuses (max_pending) leaves the row to the sweep.
-local function load(self, seq, ready, now)
-  if self._loaded[seq] then return end
-  local t = self._timer:schedule(max(0, ready - (now or wall())), fire, self, seq, ready)
-  if t then self._loaded[seq] = t end
+-- Hold `key` in the wheel until `ready` (epoch seconds on the store's
+-- clock). A timer that refuses (max_pending) leaves the job to the sweep.
+local function load(self, key, ready, now)
+  if self._loaded[key] then return end
+  local t = self._timer:schedule(max(0, ready - (now or self._now())), fire, self, key, ready)
+  if t then self._loaded[key] = t end
 end
 
-local function unload(self, seq)
-  local t = self._loaded[seq]
+local function unload(self, key)
+  local t = self._loaded[key]
   if t then
-    self._loaded[seq] = nil
+    self._loaded[key] = nil
     t:cancel()
   end
 end
@@ -219,60 +158,43 @@ local function soon(self, delay)
   end)
 end
 
--- Load the rows with lo < ready < hi; returns whether any is due already.
-local function load_range(self, lo, hi)
-  local now = wall()
-  local rows, n = self._st.range:rows(self._queue, lo, hi)
-  if not rows then return nil, n end
-  local overdue = false
-  for i = 1, n do
-    local r = rows[i]
-    if r[2] <= now then overdue = true else load(self, r[1], r[2], now) end
-  end
-  return overdue
-end
-
--- The refill: every window/2, load what came inside the window.
-local function refill(_, self)
-  if self._closed then return end
-  local horizon = wall() + self._window
-  local overdue, err = load_range(self, self._loaded_until - 1e-9, horizon)
-  if overdue == nil then
-    report(self, "refill: " .. err)
-  else
-    self._loaded_until = horizon
-    if overdue then soon(self) end
-  end
-  self._refill = self._timer:schedule(self._window / 2, refill, self)
-end
-
--- Rows other processes wrote since we last looked (seq past _seen).
-local function catch_up_rows(self)
-  local st = self._st
-  local top = st.max_seq:first()
-  if not top or top <= self._seen then return end
-  local rows, n = st.since:rows(self._seen, top, self._queue, self._loaded_until)
-  if not rows then return report(self, "poll: " .. n) end
-  self._seen = top
-  local now, overdue = wall(), false
-  for i = 1, n do
+-- Load rows { key, ready }; a pass soon if one is due already.
+local function load_rows(self, rows, n)
+  local now, overdue = self._now(), false
+  for i = 1, n or #rows do
     local r = rows[i]
     if r[2] <= now then overdue = true else load(self, r[1], r[2], now) end
   end
   if overdue then soon(self) end
 end
 
--- Every `poll` seconds: has another connection committed? Every `sweep`
--- seconds: is anything due that no timeout of ours holds (an expired lease
--- of a process that died, a row this process could not load)?
+-- The refill: every window/2, load what came inside the window.
+local function refill(_, self)
+  if self._closed then return end
+  local horizon = self._now() + self._window
+  local rows, n = self._engine:range(self._loaded_until - 1e-9, horizon)
+  if not rows then
+    report(self, "refill: " .. tostring(n))
+  else
+    self._loaded_until = horizon
+    load_rows(self, rows, n)
+  end
+  self._refill = self._timer:schedule(self._window / 2, refill, self)
+end
+
+-- Every `poll` seconds: what did other processes write (the engine knows
+-- how to tell)? Every `sweep` seconds: is anything due that no timeout of
+-- ours holds (an expired lease of a process that died, a job this process
+-- could not load)?
 local function poll(self)
   if self._closed then return end
-  local v = self._st.data_version:first()
-  if v and v ~= self._version then
-    self._version = v
-    catch_up_rows(self)
+  local rows, n = self._engine:changes(self._loaded_until)
+  if rows then
+    load_rows(self, rows, n)
+  elseif n then
+    report(self, "poll: " .. tostring(n))
   end
-  local now = wall()
+  local now = self._now()
   if now >= self._next_sweep then
     self._next_sweep = now + self._sweep
     pass(self)
@@ -288,49 +210,24 @@ local function backoff(self, attempt)
   return min(b.max_delay, b.delay * b.factor ^ (attempt - 1))
 end
 
--- What the handler's outcome writes: { statement, args... }.
-local function outcome(self, row, ok, err, now)
-  local seq, every, attempt = row[1], row[7], row[6]
+-- What the handler's outcome asks the engine to write, with the time the
+-- run ended (the engine may prefer its own clock): { what, row, arg }.
+local function outcome(self, row, ok, err)
+  local every, attempt = row[7], row[6]
+  local a
   if ok then
-    if not every then return { "done", seq } end
-    local due = row[5]
-    local next_due = due + every * max(1, floor((now - due) / every) + 1)
-    return { "requeue", seq, next_due, 0 }
+    a = { every and "next" or "done", row }
+  elseif attempt >= self._attempts then
+    a = { "bury", row, tostring(err) }
+  else
+    a = { "retry", row, backoff(self, attempt) }
   end
-  if attempt >= self._attempts then return { "bury", seq, tostring(err) } end
-  return { "requeue", seq, now + backoff(self, attempt), attempt }
-end
-
--- Write the pending acknowledgements (inside the caller's transaction);
--- rows requeued inside the window are loaded once the commit succeeded.
-local function write_acks(self, acks, reload)
-  local st, owner = self._st, self._owner
-  for i = 1, #acks do
-    local a = acks[i]
-    local n, err
-    if a[1] == "done" then
-      n, err = st.done:run(a[2], owner)
-    elseif a[1] == "bury" then
-      n, err = st.bury:run(a[2], owner, a[3])
-    else
-      n, err = st.requeue:run(a[2], owner, a[3], a[4])
-      if n == 1 and a[3] < self._loaded_until then
-        reload[#reload + 1] = { self._db:last_insert_rowid(), a[3] }
-      end
-    end
-    if not n then return nil, err end
-  end
-  return true
-end
-
-local function commit(self)
-  local ok, err = self._st.commit:run()
-  if not ok then self._st.rollback:run() end
-  return ok, err
+  a.now = self._now()
+  return a
 end
 
 local function load_all(self, reload)
-  local now = wall()
+  local now = self._now()
   for i = 1, #reload do
     local r = reload[i]
     if r[2] <= now then soon(self) else load(self, r[1], r[2], now) end
@@ -340,13 +237,8 @@ end
 local function flush_acks(self)
   local acks = self._acks
   if #acks == 0 then return true end
-  local st, reload = self._st, {}
-  local ok, err = st.begin:run()
-  if ok then
-    ok, err = write_acks(self, acks, reload)
-    if ok then ok, err = commit(self) else st.rollback:run() end
-  end
-  if not ok then
+  local reload, err = self._engine:ack(acks, self._loaded_until)
+  if not reload then
     report(self, "acknowledge: " .. tostring(err))
     soon(self, 0.05)
     return nil
@@ -361,29 +253,20 @@ local function by_due(a, b)
   return a[1] < b[1]
 end
 
--- Claim what is due (one transaction, which also writes the acknowledgements
--- of the previous batch), run it, and go on in another batch at the next
--- dispatch while batches come back full, so that a backlog never stalls the
--- loop.
+-- Claim what is due (the engine writes the previous batch's
+-- acknowledgements with it), returning the rows.
 local function claim(self, cutoff)
-  local st, reload = self._st, {}
-  local ok, err = st.begin:run()
-  if not ok then return nil, err end
-  ok, err = write_acks(self, self._acks, reload)
-  local rows, n
-  if ok then
-    rows, n = st.claim:rows(self._queue, cutoff, wall() + self._lease, self._owner, self._batch)
-    if not rows then ok, err = nil, n end
-  end
-  if ok then ok, err = commit(self) else st.rollback:run() end
-  if not ok then return nil, err end
+  local rows, n, reload = self._engine:claim(self._acks, cutoff, self._lease, self._batch,
+    self._loaded_until)
+  if not rows then return nil, n end
   self._acks = {}
   load_all(self, reload)
   return rows, n
 end
 
 local function run_one(self, row, acks)
-  local job = job_of(row[2], row[3], row[4], row[5], row[6], row[7])
+  local job = { id = row[2], kind = row[3], payload = row[4], due = row[5], attempt = row[6],
+                every = row[7] }
   local fn = self._handlers[job.kind]
   local ok, err
   if fn then
@@ -392,17 +275,21 @@ local function run_one(self, row, acks)
     ok, err = false, "no handler for kind '" .. job.kind .. "'"
   end
   if not ok then report(self, err, job) end
-  acks[#acks + 1] = outcome(self, row, ok, err, wall())
+  acks[#acks + 1] = outcome(self, row, ok, err)
 end
 
+-- Claim what is due (by the store's clock; at least by `min_cutoff`, the
+-- ready time of the timeout that fired, where the engine lets the client
+-- say), run it, and go on in another batch at the next dispatch while
+-- batches come back full, so that a backlog never stalls the loop.
 function pass(self, min_cutoff)
   if self._closed then return end
   if self._running then
     self._rerun = true
     return
   end
-  local cutoff = max(wall(), min_cutoff or 0)
-  if #self._acks == 0 and not self._st.probe:first(self._queue, cutoff) then return end
+  local cutoff = max(self._now(), min_cutoff or 0)
+  if #self._acks == 0 and not self._engine:probe(cutoff) then return end
   self._running = true
   local rows, n = claim(self, cutoff)
   if not rows then
@@ -430,94 +317,30 @@ end
 -- Opening a store
 ---------------------------------------------------------------------------
 
-local function refuse(db, path, msg)
-  db:close()
-  return nil, "hwtimer.durable: " .. path .. ": " .. msg
-end
-
--- Check that the file is ours (or empty, then make it ours).
-local function prepare_store(db, path)
-  local st, err = db:prepare("PRAGMA application_id")
-  if not st then return refuse(db, path, err) end
-  local app = st:first()
-  if app == nil then return refuse(db, path, db:errmsg()) end
-  st:finalize()
-  if app == 0 then
-    local ok
-    ok, err = db:exec("BEGIN IMMEDIATE")
-    if not ok then return refuse(db, path, err) end
-    local c = db:prepare("SELECT (SELECT count(*) FROM sqlite_master), (SELECT application_id FROM pragma_application_id)")
-    local tables, app2 = c:first()
-    c:finalize()
-    if app2 == 0 and tables > 0 then
-      db:exec("ROLLBACK")
-      return refuse(db, path, "not a hwtimer.durable store (it holds other tables)")
-    end
-    if app2 == 0 then
-      ok, err = db:exec(SCHEMA .. "PRAGMA application_id = " .. APP_ID .. "; PRAGMA user_version = " .. FORMAT .. ";")
-      if not ok then
-        db:exec("ROLLBACK")
-        return refuse(db, path, err)
-      end
-    end
-    ok, err = db:exec("COMMIT")
-    if not ok then return refuse(db, path, err) end
-    app = APP_ID
-  end
-  if app ~= APP_ID then
-    return refuse(db, path, "not a hwtimer.durable store (application_id " .. app .. ")")
-  end
-  st = db:prepare("PRAGMA user_version")
-  local version = st:first()
-  st:finalize()
-  if version ~= FORMAT then
-    return refuse(db, path, "store format " .. tostring(version) .. ", this module reads " .. FORMAT)
-  end
-  return true
-end
-
-local function connect(o)
-  local db, err = sqlite.open(o.path)
-  if not db then return nil, "hwtimer.durable: " .. o.path .. ": " .. err end
-  db:busy_timeout(o.busy_timeout)
-  local ok
-  ok, err = prepare_store(db, o.path) -- before anything writes to a file that may not be ours
-  if not ok then return nil, err end
-  ok, err = db:exec("PRAGMA journal_mode = WAL")
-  if not ok then return refuse(db, o.path, err) end
-  ok, err = db:exec("PRAGMA synchronous = " .. (o.sync == "full" and "FULL" or "NORMAL") ..
-    "; CREATE TEMP TABLE hwtimer_handled (kind TEXT PRIMARY KEY)")
-  if not ok then return refuse(db, o.path, err) end
-  local st = {}
-  for key, sql in pairs(SQL) do
-    st[key], err = db:prepare(sql)
-    if not st[key] then return refuse(db, o.path, err) end
-  end
-  return db, st
-end
-
 --- q, err = durable.open(timer, opts)
 function M.open(timer, opts)
   if not is_timer(timer) then argerror(1, "open", "hwtimer.timer expected, got " .. type_name(timer)) end
   local o = check_options(opts)
-  local db, st = connect(o)
-  if not db then return nil, st end
+  local Engine = require(o.redis ~= nil and ENGINES.redis or ENGINES.path)
+  local owner = Engine.random_id()
+  local engine, err = Engine.open(o, owner)
+  if not engine then return nil, err end
   local self = setmetatable({
-    _timer = timer, _db = db, _st = st, _queue = o.queue, _window = o.window, _lease = o.lease,
+    _timer = timer, _engine = engine, _queue = o.queue, _window = o.window, _lease = o.lease,
     _attempts = o.attempts, _backoff = o.backoff, _on_error = o.on_error or default_on_error,
-    _sweep = o.sweep, _batch = o.batch, _path = o.path,
-    _owner = sqlite.random_id(), _handlers = {}, _loaded = {}, _acks = {},
-    _seen = 0, _version = nil, _next_sweep = 0, _loaded_until = 0,
+    _sweep = o.sweep, _batch = o.batch, _random_id = Engine.random_id,
+    _now = function() return engine:now() end,
+    _handlers = {}, _loaded = {}, _acks = {}, _next_sweep = 0, _loaded_until = 0,
   }, Q)
-  self._version = st.data_version:first()
-  self._seen = st.max_seq:first() or 0
-  local now = wall()
-  local overdue, err = load_range(self, now, now + o.window)
-  if overdue == nil then
-    db:close()
-    return nil, "hwtimer.durable: " .. o.path .. ": " .. err
+  self._db, self._st = engine.db, engine.st -- the SQLite engine's, for its specs
+  local now = self._now()
+  local rows, n = engine:range(now, now + o.window)
+  if not rows then
+    engine:close()
+    return nil, "hwtimer.durable: " .. engine.name .. ": " .. tostring(n)
   end
   self._loaded_until = now + o.window
+  load_rows(self, rows, n)
   self._next_sweep = now + o.sweep
   self._refill = timer:schedule(o.window / 2, refill, self)
   self._poll = timer:every(o.poll, function() poll(self) end)
@@ -535,13 +358,14 @@ function Q:handle(kind, fn)
   if not name(kind) then argerror(1, "handle", "non-empty string expected, got " .. type_name(kind)) end
   if fn ~= nil and not callable(fn) then argerror(2, "handle", "function expected, got " .. type_name(fn)) end
   self._handlers[kind] = fn
-  local ok, err = (fn and self._st.handle or self._st.unhandle):run(kind)
-  if not ok then error("hwtimer.durable: " .. err, 2) end
+  local ok, err = self._engine:handle(kind, fn ~= nil)
+  if not ok then error("hwtimer.durable: " .. tostring(err), 2) end
   if fn then soon(self) end
 end
 
--- Store one job; the common part of schedule, at and every.
-local function put(self, fname, kind, due, payload, opts, every)
+-- Store one job; the common part of schedule, at and every. `when` is a
+-- delay when `relative` (the engine adds its clock's now), else epoch seconds.
+local function put(self, fname, kind, when, relative, payload, opts, every)
   if not name(kind) then argerror(1, fname, "non-empty string expected, got " .. type_name(kind)) end
   if payload ~= nil and type(payload) ~= "string" then
     argerror(3, fname, "string or nil expected, got " .. type_name(payload))
@@ -557,18 +381,17 @@ local function put(self, fname, kind, due, payload, opts, every)
       argerror(4, fname, "option 'id': non-empty string expected, got " .. type_name(id))
     end
   end
-  id = id or sqlite.random_id()
-  local n, err = self._st.insert:run(self._queue, id, kind, payload, due, every)
-  if not n then return nil, "hwtimer.durable: " .. err end
-  if due < self._loaded_until then
-    local seq = self._db:last_insert_rowid()
+  id = id or self._random_id()
+  local key, due = self._engine:put(id, kind, payload, when, relative, every)
+  if not key then return nil, "hwtimer.durable: " .. tostring(due) end
+  if key ~= true and due < self._loaded_until then -- true: part of a batch not yet sent
     if self._batching then
       local b = self._batched
-      b[#b + 1] = { seq, due }
-    elseif due <= wall() then
+      b[#b + 1] = { key, due }
+    elseif due <= self._now() then
       soon(self)
     else
-      load(self, seq, due)
+      load(self, key, due)
     end
   end
   return id
@@ -581,7 +404,7 @@ function Q:schedule(kind, delay, payload, opts)
     argerror(2, "schedule", "finite number of seconds up to 1e9 expected, got " ..
       shown(delay))
   end
-  return put(self, "schedule", kind, wall() + delay, payload, opts)
+  return put(self, "schedule", kind, delay, true, payload, opts)
 end
 
 --- id, err = q:at(kind, epoch_seconds, [payload], [opts])
@@ -590,7 +413,7 @@ function Q:at(kind, when, payload, opts)
   if not finite(when) then
     argerror(2, "at", "finite number expected, got " .. shown(when))
   end
-  return put(self, "at", kind, when, payload, opts)
+  return put(self, "at", kind, when, false, payload, opts)
 end
 
 --- id, err = q:every(kind, interval, [payload], [opts])
@@ -600,7 +423,7 @@ function Q:every(kind, interval, payload, opts)
     argerror(2, "every", "positive number of seconds up to 1e9 expected, got " ..
       shown(interval))
   end
-  return put(self, "every", kind, wall() + interval, payload, opts, interval)
+  return put(self, "every", kind, interval, true, payload, opts, interval)
 end
 
 --- ok, err = q:batch(fn): fn(q) schedules, cancels ... in one transaction.
@@ -608,21 +431,23 @@ function Q:batch(fn)
   live(self, "batch")
   if not callable(fn) then argerror(1, "batch", "function expected, got " .. type_name(fn)) end
   if self._batching then return fn(self) end -- nested: part of the outer one
-  local st = self._st
-  local ok, err = st.begin:run()
-  if not ok then return nil, "hwtimer.durable: " .. err end
+  local engine = self._engine
+  local ok, err = engine:begin()
+  if not ok then return nil, "hwtimer.durable: " .. tostring(err) end
   self._batching, self._batched, self._unbatched = true, {}, {}
   local done, e = pcall(fn, self)
   local loads, unloads = self._batched, self._unbatched
   self._batching, self._batched, self._unbatched = nil, nil, nil
   if not done then
-    if not self._db:autocommit() then st.rollback:run() end
+    engine:rollback()
     error(e, 0)
   end
-  ok, err = commit(self)
-  if not ok then return nil, "hwtimer.durable: " .. err end
+  local more
+  more, err = engine:commit(self._loaded_until)
+  if not more then return nil, "hwtimer.durable: " .. tostring(err) end
   for i = 1, #unloads do unload(self, unloads[i]) end
   load_all(self, loads)
+  if type(more) == "table" then load_all(self, more) end
   return true
 end
 
@@ -630,14 +455,14 @@ end
 function Q:cancel(id)
   live(self, "cancel")
   if not name(id) then argerror(1, "cancel", "non-empty string expected, got " .. type_name(id)) end
-  local seq, err = self._st.cancel:first(self._queue, id)
-  if seq == nil and err then return nil, "hwtimer.durable: " .. err end
-  if seq == nil then return false end
+  local key, err = self._engine:cancel(id)
+  if key == nil then return nil, "hwtimer.durable: " .. tostring(err) end
+  if key == false then return false end
   if self._batching then
     local u = self._unbatched
-    u[#u + 1] = seq
+    u[#u + 1] = key
   else
-    unload(self, seq)
+    unload(self, key)
   end
   return true
 end
@@ -646,31 +471,22 @@ end
 function Q:get(id)
   live(self, "get")
   if not name(id) then argerror(1, "get", "non-empty string expected, got " .. type_name(id)) end
-  local r = { self._st.get:first(self._queue, id) }
-  if r[1] == nil then return nil, r[2] end
-  return job_of(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
+  return self._engine:get(id)
 end
 
 --- n = q:pending()
 function Q:pending()
   live(self, "pending")
-  return self._st.pending:first(self._queue)
+  return self._engine:pending()
 end
 
 --- list = q:dead()
 function Q:dead()
   live(self, "dead")
-  local rows, n = self._st.dead:rows(self._queue)
-  if not rows then return nil, n end
-  local list = {}
-  for i = 1, n do
-    local r = rows[i]
-    list[i] = job_of(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
-  end
-  return list
+  return self._engine:dead()
 end
 
---- q:close(): writes what ran, lets go of the timer's timeouts and the file.
+--- q:close(): writes what ran, lets go of the timer's timeouts and the store.
 function Q:close()
   if self._closed then return end
   if not self._running then flush_acks(self) end
@@ -680,14 +496,14 @@ function Q:close()
   for _, t in ipairs({ self._refill or false, self._poll or false, self._soon or false }) do
     if t then pcall(t.cancel, t) end
   end
-  self._db:close()
+  self._engine:close()
 end
 
 function Q:__tostring()
   if self._closed then return "hwtimer.durable (closed)" end
   local n = 0
-  for _ in pairs(self._loaded) do n = n + 1 end
-  return string.format("hwtimer.durable (%s, queue %s, %d in the window)", self._path, self._queue, n)
+  for _, _ in pairs(self._loaded) do n = n + 1 end
+  return string.format("hwtimer.durable (%s, queue %s, %d in the window)", self._engine.name, self._queue, n)
 end
 
 return M

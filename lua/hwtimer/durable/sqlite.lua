@@ -1,0 +1,317 @@
+--- hwtimer.durable.sqlite: the store of hwtimer.durable in one SQLite file
+-- (through hwtimer.sqlite, prepared statements). The front (hwtimer.durable)
+-- holds the window and runs the handlers; this engine knows the job table.
+--
+-- How a job moves: a row of hwtimer_jobs, `ready` is when it may next be
+-- claimed (its due time, or while claimed the end of its lease). A claim is
+-- one BEGIN IMMEDIATE transaction (the lease); the acknowledgements (delete,
+-- or for a periodic job or a retry a copy of the row with its next due time)
+-- go in the next claim's transaction or one of their own. Every write of a
+-- due time gets a new `seq` (AUTOINCREMENT), the key of the front's timeout,
+-- so a process learns what others scheduled by reading the rows past the
+-- last seq it saw whenever SQLite's data_version says another connection
+-- committed.
+local sqlite = require("hwtimer.sqlite")
+
+local floor, max = math.floor, math.max
+
+local E = {}
+E.__index = E
+
+local APP_ID = 1213682756 -- "HWTD": PRAGMA application_id of a store
+local FORMAT = 1 -- PRAGMA user_version: the schema below
+
+local SCHEMA = [[
+CREATE TABLE hwtimer_jobs (
+  seq     INTEGER PRIMARY KEY AUTOINCREMENT, -- new at every write of a due time
+  queue   TEXT NOT NULL,
+  id      TEXT NOT NULL,
+  kind    TEXT NOT NULL,
+  payload BLOB,
+  due     REAL NOT NULL,             -- epoch seconds: when this run is due
+  ready   REAL NOT NULL,             -- when it may be claimed: due, or the lease's end
+  every   REAL,                      -- a periodic job's interval
+  attempt INTEGER NOT NULL DEFAULT 0, -- attempts started
+  owner   TEXT,                      -- the process holding the lease
+  dead    INTEGER NOT NULL DEFAULT 0,
+  error   TEXT                       -- a dead job's last error
+);
+CREATE UNIQUE INDEX hwtimer_jobs_id ON hwtimer_jobs (queue, id);
+CREATE INDEX hwtimer_jobs_ready ON hwtimer_jobs (queue, ready) WHERE dead = 0;
+]]
+
+E.SCHEMA = SCHEMA
+
+-- The statements, prepared once per queue.
+local SQL = {
+  begin = "BEGIN IMMEDIATE",
+  commit = "COMMIT",
+  rollback = "ROLLBACK",
+  insert = [[INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, every)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)]],
+  cancel = "DELETE FROM hwtimer_jobs WHERE queue = ?1 AND id = ?2 RETURNING seq",
+  get = [[SELECT id, kind, payload, due, attempt, every, dead, error, owner
+          FROM hwtimer_jobs WHERE queue = ?1 AND id = ?2]],
+  pending = "SELECT count(*) FROM hwtimer_jobs WHERE queue = ?1 AND dead = 0",
+  dead = [[SELECT id, kind, payload, due, attempt, every, dead, error, owner
+           FROM hwtimer_jobs WHERE queue = ?1 AND dead = 1 ORDER BY due, seq]],
+  range = [[SELECT seq, ready FROM hwtimer_jobs
+            WHERE queue = ?1 AND dead = 0 AND ready > ?2 AND ready < ?3]],
+  max_seq = "SELECT max(seq) FROM hwtimer_jobs",
+  since = [[SELECT seq, ready FROM hwtimer_jobs
+            WHERE seq > ?1 AND seq <= ?2 AND +queue = ?3 AND dead = 0 AND +ready < ?4]],
+  probe = [[SELECT 1 FROM hwtimer_jobs WHERE queue = ?1 AND dead = 0 AND ready <= ?2
+            AND kind IN (SELECT kind FROM temp.hwtimer_handled) LIMIT 1]],
+  claim = [[UPDATE hwtimer_jobs SET ready = ?3, owner = ?4, attempt = attempt + 1
+            WHERE seq IN (SELECT seq FROM hwtimer_jobs WHERE queue = ?1 AND dead = 0 AND ready <= ?2
+                          AND kind IN (SELECT kind FROM temp.hwtimer_handled)
+                          ORDER BY ready LIMIT ?5)
+            RETURNING seq, id, kind, payload, due, attempt, every]],
+  done = "DELETE FROM hwtimer_jobs WHERE seq = ?1 AND owner = ?2",
+  -- a copy with a new seq, so that other processes see the new due time
+  requeue = [[INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, every, attempt)
+              SELECT queue, id, kind, payload, ?3, ?3, every, ?4 FROM hwtimer_jobs
+              WHERE seq = ?1 AND owner = ?2]],
+  bury = "UPDATE hwtimer_jobs SET dead = 1, owner = NULL, error = ?3 WHERE seq = ?1 AND owner = ?2",
+  data_version = "PRAGMA data_version",
+  handle = "INSERT OR IGNORE INTO temp.hwtimer_handled (kind) VALUES (?1)",
+  unhandle = "DELETE FROM temp.hwtimer_handled WHERE kind = ?1",
+}
+
+E.now = sqlite.now
+E.random_id = sqlite.random_id
+
+local function job_of(id, kind, payload, due, attempt, every, dead, err, owner)
+  return { id = id, kind = kind, payload = payload, due = due, attempt = attempt,
+           every = every, dead = dead == 1 or nil, error = err, leased = owner ~= nil or nil }
+end
+
+---------------------------------------------------------------------------
+-- Opening a store
+---------------------------------------------------------------------------
+
+local function refuse(db, path, msg)
+  db:close()
+  return nil, "hwtimer.durable: " .. path .. ": " .. msg
+end
+
+-- Check that the file is ours (or empty, then make it ours).
+local function prepare_store(db, path)
+  local st, err = db:prepare("PRAGMA application_id")
+  if not st then return refuse(db, path, err) end
+  local app = st:first()
+  if app == nil then return refuse(db, path, db:errmsg()) end
+  st:finalize()
+  if app == 0 then
+    local ok
+    ok, err = db:exec("BEGIN IMMEDIATE")
+    if not ok then return refuse(db, path, err) end
+    local c = db:prepare("SELECT (SELECT count(*) FROM sqlite_master), (SELECT application_id FROM pragma_application_id)")
+    local tables, app2 = c:first()
+    c:finalize()
+    if app2 == 0 and tables > 0 then
+      db:exec("ROLLBACK")
+      return refuse(db, path, "not a hwtimer.durable store (it holds other tables)")
+    end
+    if app2 == 0 then
+      ok, err = db:exec(SCHEMA .. "PRAGMA application_id = " .. APP_ID .. "; PRAGMA user_version = " .. FORMAT .. ";")
+      if not ok then
+        db:exec("ROLLBACK")
+        return refuse(db, path, err)
+      end
+    end
+    ok, err = db:exec("COMMIT")
+    if not ok then return refuse(db, path, err) end
+    app = APP_ID
+  end
+  if app ~= APP_ID then
+    return refuse(db, path, "not a hwtimer.durable store (application_id " .. app .. ")")
+  end
+  st = db:prepare("PRAGMA user_version")
+  local version = st:first()
+  st:finalize()
+  if version ~= FORMAT then
+    return refuse(db, path, "store format " .. tostring(version) .. ", this module reads " .. FORMAT)
+  end
+  return true
+end
+
+local function connect(o)
+  local db, err = sqlite.open(o.path)
+  if not db then return nil, "hwtimer.durable: " .. o.path .. ": " .. err end
+  db:busy_timeout(o.busy_timeout)
+  local ok
+  ok, err = prepare_store(db, o.path) -- before anything writes to a file that may not be ours
+  if not ok then return nil, err end
+  ok, err = db:exec("PRAGMA journal_mode = WAL")
+  if not ok then return refuse(db, o.path, err) end
+  ok, err = db:exec("PRAGMA synchronous = " .. (o.sync == "full" and "FULL" or "NORMAL") ..
+    "; CREATE TEMP TABLE hwtimer_handled (kind TEXT PRIMARY KEY)")
+  if not ok then return refuse(db, o.path, err) end
+  local st = {}
+  for key, sql in pairs(SQL) do
+    st[key], err = db:prepare(sql)
+    if not st[key] then return refuse(db, o.path, err) end
+  end
+  return db, st
+end
+
+--- eng, err = engine.open(o, owner): o are the front's checked options.
+function E.open(o, owner)
+  local db, st = connect(o)
+  if not db then return nil, st end
+  local self = setmetatable({ db = db, st = st, queue = o.queue, owner = owner,
+                              name = o.path, version = nil, seen = 0 }, E)
+  self.version = st.data_version:first()
+  self.seen = st.max_seq:first() or 0
+  return self
+end
+
+function E:close() self.db:close() end
+
+---------------------------------------------------------------------------
+-- Jobs
+---------------------------------------------------------------------------
+
+-- Store one job due at `when` (a delay from now when `relative`); returns
+-- its key (seq) for the window and its due time.
+function E:put(id, kind, payload, when, relative, every)
+  local due = relative and sqlite.now() + when or when
+  local n, err = self.st.insert:run(self.queue, id, kind, payload, due, every)
+  if not n then return nil, err end
+  return self.db:last_insert_rowid(), due
+end
+
+function E:cancel(id)
+  local seq, err = self.st.cancel:first(self.queue, id)
+  if seq == nil and err then return nil, err end
+  return seq or false
+end
+
+function E:get(id)
+  local r = { self.st.get:first(self.queue, id) }
+  if r[1] == nil then return nil, r[2] end
+  return job_of(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
+end
+
+function E:pending() return self.st.pending:first(self.queue) end
+
+function E:dead()
+  local rows, n = self.st.dead:rows(self.queue)
+  if not rows then return nil, n end
+  local list = {}
+  for i = 1, n do
+    local r = rows[i]
+    list[i] = job_of(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
+  end
+  return list
+end
+
+function E:handle(kind, on)
+  return (on and self.st.handle or self.st.unhandle):run(kind)
+end
+
+-- q:batch: one transaction.
+function E:begin() return self.st.begin:run() end
+function E:commit()
+  local ok, err = self.st.commit:run()
+  if not ok then self.st.rollback:run() end
+  return ok, err
+end
+function E:rollback()
+  if not self.db:autocommit() then self.st.rollback:run() end
+end
+
+---------------------------------------------------------------------------
+-- The window's reads
+---------------------------------------------------------------------------
+
+-- Rows with lo < ready < hi: { {key, ready}, ... }, n.
+function E:range(lo, hi) return self.st.range:rows(self.queue, lo, hi) end
+
+-- Rows other connections wrote since the last look, ready before `hi`;
+-- nil when nothing changed.
+function E:changes(hi)
+  local st = self.st
+  local v = st.data_version:first()
+  if not v or v == self.version then return nil end
+  self.version = v
+  local top = st.max_seq:first()
+  if not top or top <= self.seen then return nil end
+  local rows, n = st.since:rows(self.seen, top, self.queue, hi)
+  if not rows then return nil, n end
+  self.seen = top
+  return rows, n
+end
+
+-- Is anything of a handled kind due by `cutoff`? (A claim takes the write lock.)
+function E:probe(cutoff) return self.st.probe:first(self.queue, cutoff) ~= nil end
+
+---------------------------------------------------------------------------
+-- Claim and acknowledge
+---------------------------------------------------------------------------
+
+-- The time an acknowledgement writes: a.now is when the run ended.
+local function next_due(a)
+  local row = a[2]
+  if a[1] == "next" then
+    local due, every = row[5], row[7]
+    return due + every * max(1, floor((a.now - due) / every) + 1), 0
+  end
+  return a.now + a[3], row[6] -- "retry": after the backoff, attempts kept
+end
+
+-- Write the acknowledgements (inside the caller's transaction); rows
+-- requeued before `hi` go to `reload` as { seq, ready }.
+local function write_acks(self, acks, hi, reload)
+  local st, owner = self.st, self.owner
+  for i = 1, #acks do
+    local a = acks[i]
+    local seq, n, err = a[2][1], nil, nil
+    if a[1] == "done" then
+      n, err = st.done:run(seq, owner)
+    elseif a[1] == "bury" then
+      n, err = st.bury:run(seq, owner, a[3])
+    else
+      local due, attempt = next_due(a)
+      n, err = st.requeue:run(seq, owner, due, attempt)
+      if n == 1 and due < hi then
+        reload[#reload + 1] = { self.db:last_insert_rowid(), due }
+      end
+    end
+    if not n then return nil, err end
+  end
+  return true
+end
+
+-- Acknowledge alone, in a transaction of its own; returns the reload list.
+function E:ack(acks, hi)
+  local st, reload = self.st, {}
+  local ok, err = st.begin:run()
+  if ok then
+    ok, err = write_acks(self, acks, hi, reload)
+    if ok then ok, err = self:commit() else st.rollback:run() end
+  end
+  if not ok then return nil, err end
+  return reload
+end
+
+-- Claim up to `batch` due rows in the transaction that also writes `acks`.
+-- Returns rows ({ seq, id, kind, payload, due, attempt, every }), their
+-- count and the reload list.
+function E:claim(acks, cutoff, lease, batch, hi)
+  local st, reload = self.st, {}
+  local ok, err = st.begin:run()
+  if not ok then return nil, err end
+  ok, err = write_acks(self, acks, hi, reload)
+  local rows, n
+  if ok then
+    rows, n = st.claim:rows(self.queue, cutoff, sqlite.now() + lease, self.owner, batch)
+    if not rows then ok, err = nil, n end
+  end
+  if ok then ok, err = self:commit() else st.rollback:run() end
+  if not ok then return nil, err end
+  return rows, n, reload
+end
+
+return E
