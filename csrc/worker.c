@@ -63,7 +63,7 @@ int hwt_worker_service(struct hwt_worker *w)
 	int64_t now_ns;
 	uint64_t now;
 	int more;
-	pthread_mutex_lock(&w->mu);
+	hwt_lock(&w->mu);
 	now_ns = hwt_clock_ns();
 	now = tick_of(w, now_ns);
 	if (now > w->wheel.now)
@@ -71,18 +71,18 @@ int hwt_worker_service(struct hwt_worker *w)
 	signal_due(w);
 	more = hwt_wheel_work(&w->wheel, 0); /* only asks */
 	plan_wake(w);
-	pthread_mutex_unlock(&w->mu);
+	hwt_unlock(&w->mu);
 	return more;
 }
 
 int hwt_worker_work(struct hwt_worker *w)
 {
 	int more;
-	pthread_mutex_lock(&w->mu);
+	hwt_lock(&w->mu);
 	more = hwt_wheel_work(&w->wheel, WORK_CHUNK);
 	if (!more)
 		plan_wake(w); /* a finished job's deadline is no longer an event */
-	pthread_mutex_unlock(&w->mu);
+	hwt_unlock(&w->mu);
 	return more;
 }
 
@@ -104,7 +104,7 @@ int hwt_worker_init(struct hwt_worker *w, int64_t tick_ns, unsigned bits)
 		hwt_wheel_free(&w->wheel);
 		return err;
 	}
-	if ((err = pthread_mutex_init(&w->mu, NULL))) {
+	if ((err = hwt_lock_init(&w->mu))) {
 		hwt_pipe_close(w->fds);
 		hwt_wheel_free(&w->wheel);
 	}
@@ -128,7 +128,7 @@ void hwt_worker_stop(struct hwt_worker *w)
 
 void hwt_worker_destroy(struct hwt_worker *w)
 {
-	pthread_mutex_destroy(&w->mu);
+	hwt_lock_destroy(&w->mu);
 	hwt_pipe_close(w->fds);
 	hwt_wheel_free(&w->wheel);
 }
@@ -187,36 +187,36 @@ static void catch_up(struct hwt_worker *w, int64_t now_ns)
 
 void hwt_worker_add(struct hwt_worker *w, struct hwt_node *n, uint64_t tick, int64_t now_ns)
 {
-	pthread_mutex_lock(&w->mu);
+	hwt_lock(&w->mu);
 	catch_up(w, now_ns);
 	hwt_wheel_add(&w->wheel, n, tick);
 	notice(w, n);
-	pthread_mutex_unlock(&w->mu);
+	hwt_unlock(&w->mu);
 }
 
 void hwt_worker_move(struct hwt_worker *w, struct hwt_node *n, uint64_t tick, int64_t now_ns)
 {
-	pthread_mutex_lock(&w->mu);
+	hwt_lock(&w->mu);
 	catch_up(w, now_ns);
 	if (!hwt_wheel_move(&w->wheel, n, tick))
 		notice(w, n); /* it moved: maybe earlier than the worker plans to wake */
-	pthread_mutex_unlock(&w->mu);
+	hwt_unlock(&w->mu);
 }
 
 void hwt_worker_add_due(struct hwt_worker *w, struct hwt_node *n)
 {
 	uint64_t tick = current_tick(w);
-	pthread_mutex_lock(&w->mu);
+	hwt_lock(&w->mu);
 	hwt_wheel_add_due(&w->wheel, n, tick);
 	signal_due(w);
-	pthread_mutex_unlock(&w->mu);
+	hwt_unlock(&w->mu);
 }
 
 void hwt_worker_del(struct hwt_worker *w, struct hwt_node *n)
 {
-	pthread_mutex_lock(&w->mu);
+	hwt_lock(&w->mu);
 	hwt_wheel_del(&w->wheel, n);
-	pthread_mutex_unlock(&w->mu);
+	hwt_unlock(&w->mu);
 }
 
 /* Called with the lock held. A host that wakes at a deadline itself (its
@@ -233,32 +233,32 @@ static void expire_for_host(struct hwt_worker *w, int64_t now_ns)
 
 void hwt_worker_take(struct hwt_worker *w, struct hwt_link *into, int64_t now_ns)
 {
-	pthread_mutex_lock(&w->mu);
+	hwt_lock(&w->mu);
 	expire_for_host(w, now_ns);
 	hwt_list_splice(into, &w->wheel.due);
 	if (w->signalled) {
 		w->signalled = 0;
 		hwt_pipe_consume(w->fds[0]);
 	}
-	pthread_mutex_unlock(&w->mu);
+	hwt_unlock(&w->mu);
 }
 
 void hwt_worker_rearm(struct hwt_worker *w)
 {
-	pthread_mutex_lock(&w->mu);
+	hwt_lock(&w->mu);
 	if (!w->signalled) {
 		w->signalled = 1;
 		hwt_pipe_signal(w->fds[1]);
 	}
-	pthread_mutex_unlock(&w->mu);
+	hwt_unlock(&w->mu);
 }
 
 uint64_t hwt_worker_next(struct hwt_worker *w)
 {
 	uint64_t next;
-	pthread_mutex_lock(&w->mu);
+	hwt_lock(&w->mu);
 	next = hwt_list_empty(&w->wheel.due) ? hwt_wheel_next(&w->wheel) : 0;
-	pthread_mutex_unlock(&w->mu);
+	hwt_unlock(&w->mu);
 	return next;
 }
 
@@ -266,10 +266,10 @@ size_t hwt_worker_count_due(struct hwt_worker *w)
 {
 	size_t n = 0;
 	const struct hwt_link *l;
-	pthread_mutex_lock(&w->mu);
+	hwt_lock(&w->mu);
 	for (l = w->wheel.due.next; l != &w->wheel.due; l = l->next)
 		n++;
-	pthread_mutex_unlock(&w->mu);
+	hwt_unlock(&w->mu);
 	return n;
 }
 
