@@ -219,9 +219,10 @@ $(CBUILD)/core_bench: bench/core_bench.c $(CORE_SRC) $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -o $@ bench/core_bench.c $(CORE_SRC) $(LDLIBS)
 
-$(CBUILD)/jitter: bench/jitter.c csrc/clock.c csrc/clock.h
+# W2b's floor: a bare thread sleeping to the same tick-rounded deadlines.
+$(CBUILD)/floor: bench/floor.c csrc/clock.c csrc/clock.h
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) -o $@ bench/jitter.c csrc/clock.c
+	$(CC) $(WARN) $(CFLAGS) -o $@ bench/floor.c csrc/clock.c -lpthread
 
 build/netty/NettyBench.class: bench/netty/NettyBench.java
 	@mkdir -p build/netty
@@ -232,7 +233,7 @@ $(CBUILD)/sqlite_floor: bench/sqlite_floor.c
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -o $@ $< -lsqlite3
 
-BENCH_BUILD := $(MODULE) $(CBUILD)/core_bench $(CBUILD)/jitter build/netty/NettyBench.class
+BENCH_BUILD := $(MODULE) $(CBUILD)/core_bench $(CBUILD)/floor build/netty/NettyBench.class
 
 # hwtimer.ngx against ngx.timer.at in a real nginx (LuaJIT module).
 NGX_BENCH := HWT_NGX_PATH='$(CURDIR)/lua/?.lua' HWT_NGX_CPATH='$(CURDIR)/build/jit/?.so' $(LUA) bench/ngx.lua
@@ -246,6 +247,21 @@ bench: deps-bench
 	@$(MAKE) --no-print-directory sqlite $(CBUILD)/sqlite_floor
 	$(RUN_ENV) $(LUA) bench/durable.lua 1 $(CBUILD)
 	$(CBUILD)/sqlite_floor $(CBUILD) $(CBUILD)/durable_schema.sql 20000 200000 NORMAL
+	@$(MAKE) --no-print-directory bench-bullmq
+
+# The peer of the durable Redis mode: BullMQ's delayed jobs on a redis-server
+# of their own (bench/bullmq, npm packages pinned by its package-lock.json).
+# Optional: skipped with a line saying why without node, npm or redis-server,
+# or when npm cannot install the packages (offline).
+.PHONY: bench-bullmq
+bench-bullmq:
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null || ! command -v redis-server >/dev/null; then \
+	  echo "bench/bullmq skipped: needs node, npm and redis-server (Debian: nodejs npm redis-server)"; \
+	elif ! npm ci --prefix bench/bullmq --no-audit --no-fund --loglevel=error >/dev/null; then \
+	  echo "bench/bullmq skipped: npm ci --prefix bench/bullmq failed (the npm registry unreachable?)"; \
+	else \
+	  node bench/bullmq/delayed.js 1; \
+	fi
 
 bench-quick: deps-bench
 	@$(MAKE) --no-print-directory $(BENCH_BUILD)

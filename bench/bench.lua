@@ -31,7 +31,11 @@ local function command(system, workload)
   elseif system == "core" then
     return string.format("build/c/core_bench %s %s", workload, SCALE)
   elseif system == "floor" then
-    return string.format("build/c/jitter %s", SCALE)
+    return string.format("build/c/floor %s", SCALE)
+  elseif system:match("^w5") then -- w5-<lua>-<mode>
+    local lua, mode = system:match("^w5%-(%w+)%-(.+)$")
+    local exe = lua == "jit" and "LUA_CPATH='build/jit/?.so;;' luajit" or LUA
+    return string.format("%s %s/w5.lua %s %s", exe, DIR, mode, SCALE)
   end
   return string.format("HWT_BENCH_OUT=%s %s %s/run.lua %s %s %s", OUT, LUA, DIR, system, workload, SCALE)
 end
@@ -42,17 +46,31 @@ local plan = {
   w2c = { "hwtimer", "luv", "heap", "netty" },
   w3 = { "hwtimer", "luv", "heap", "netty" },
   w4 = { "hwtimer", "luv", "heap", "netty", "core" },
+  -- W5 on the Lua this bench runs (5.4 by default) and on LuaJIT, per collector setting
+  w5 = { "w5-lua-default", "w5-lua-inc", "w5-lua-gen", "w5-lua-stop", "w5-lua-gc_step", "w5-jit-default",
+         "w5-jit-gc_step" },
 }
-local order = { "w1", "w2b", "w2c", "w3", "w4" }
+local order = { "w1", "w2b", "w2c", "w3", "w4", "w5" }
+local W5_LABEL = {
+  default = "default collector", inc = "incremental 150,200,8", gen = "generational",
+  stop = "collector stopped", gc_step = "timer:run{gc_step=true}",
+}
 
 -- results[workload][system][key] = { values of every run }
 local results, log = {}, {}
+local function available(s)
+  if s == "netty" then return have_java end
+  if s:match("^w5%-jit") then return os.getenv("HWT_W5_JIT") ~= "0" end
+  return true
+end
+-- Runs outer, systems inner: each run of a workload measures every system
+-- back to back, so a figure and its floor (W2b) share the machine's mood.
 for _, w in ipairs(order) do
   results[w] = {}
-  for _, s in ipairs(plan[w]) do
-    if s ~= "netty" or have_java then
-      results[w][s] = {}
-      for r = 1, RUNS do
+  for r = 1, RUNS do
+    for _, s in ipairs(plan[w]) do
+      if available(s) then
+        results[w][s] = results[w][s] or {}
         local out, ok = sh(command(s, w))
         local line = out:match("(system=%S+ workload=%S+[^\n]*)")
         io.stderr:write(string.format("[%s %s run %d] %s\n", w, s, r, line or out))
@@ -65,6 +83,14 @@ for _, w in ipairs(order) do
             end
           end
         end
+      end
+    end
+    -- W2b's excess over the floor, run by run
+    local h, f = results[w].hwtimer, results[w].floor
+    if w == "w2b" and h and f and h.late_p99_ms and f.late_p99_ms and #h.late_p99_ms == r and #f.late_p99_ms == r then
+      for _, k in ipairs({ "late_p99_ms", "late_max_ms" }) do
+        h["over_floor_" .. k] = h["over_floor_" .. k] or {}
+        h["over_floor_" .. k][r] = h[k][r] - f[k][r]
       end
     end
   end
@@ -102,6 +128,8 @@ local figures = {
   { "w3", "wakeups_per_s", "W3 wake-ups per s", "low", "<=", 0 },
   { "w3", "cpu_pct", "W3 CPU %", "low" },
 }
+table.insert(figures, 8, { "w2b", "over_floor_late_p99_ms", "W2b p99 over the floor (ms)", "none", "<=", 0.2 })
+table.insert(figures, 9, { "w2b", "over_floor_late_max_ms", "W2b max over the floor (ms)", "none", "<=", 1 })
 for _, p in ipairs(sizes) do
   figures[#figures + 1] = { "w4", "pair_ns_" .. p, string.format("W4 pair at %g pending (ns)", p), "low",
     p == largest and "<=" or nil, p == largest and 250 or nil }
@@ -109,7 +137,7 @@ end
 figures[#figures + 1] = { "w4", "growth", string.format("W4 cost %g / cost 1e3", largest), "low", "<=", 1.3 }
 
 -- The last column is a floor, not a peer: the C core alone for W1 and W4, the
--- machine's own wake-up jitter (bench/jitter.c) for W2b.
+-- machine's own wake-up lateness for W2b's deadlines (bench/floor.c).
 local peers = { "luv", "heap", "netty", "floor" }
 local function fmt(v)
   if v == nil then return "-" end
@@ -146,9 +174,26 @@ for _, f in ipairs(figures) do
     ratio, op and (op .. " " .. fmt(target)) or "", met))
 end
 emit("")
+emit(string.format("%-44s %9s %9s %9s %9s", "W5 (demo's load, collector on): lateness", "p50 ms", "p99 ms", "max ms",
+  "target"))
+for _, s in ipairs(plan.w5) do
+  if results.w5[s] then
+    local lua, mode = s:match("^w5%-(%w+)%-(.+)$")
+    local name = (lua == "jit" and "LuaJIT, " or LUA .. ", ") .. W5_LABEL[mode]
+    local p99 = med("w5", s, "late_p99_ms")
+    local target = ""
+    if lua == "lua" and mode ~= "stop" and p99 then target = p99 <= 2 and "<= 2 yes" or "<= 2 NO" end
+    emit(string.format("%-44s %9s %9s %9s %9s", name, fmt(med("w5", s, "late_p50_ms")), fmt(p99),
+      fmt(med("w5", s, "late_max_ms")), target))
+  end
+end
+emit("")
 emit("ratio: hwtimer's median over the best peer's (luv, Lua heap, Netty); below 1 is better for")
 emit("times, bytes and lateness, above 1 for callbacks per second. floor: the C core alone (W1, W4;")
-emit("bytes = its node size) and a bare 1 ms sleep loop's wake-up lateness (W2b). Raw lines follow.")
+emit("bytes = its node size); for W2b a bare C thread sleeping (clock_nanosleep, absolute) to the same")
+emit("tick-rounded deadlines, run right after hwtimer in each run (bench/floor.c; its pipe_* figures: the")
+emit("same with a pipe hop to a second thread). over the floor: median of the runs' differences.")
+emit("Raw lines follow.")
 for _, l in ipairs(log) do emit("  " .. l) end
 
 local f = assert(io.open(FINAL .. "/results.txt", "w"))

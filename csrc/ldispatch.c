@@ -9,6 +9,7 @@
 #include <math.h>
 #include <poll.h>
 #include <stdio.h>
+#include <string.h>
 #include "clock.h"
 #include "lhwtimer.h"
 
@@ -270,14 +271,90 @@ static int64_t sleep_ns(struct timer *T, int limited, int64_t left)
 	return limited && left < until ? left : until;
 }
 
+/* ---- the collector in idle gaps (timer:run's gc_step) ------------------------ */
+/* A host's collector steps when Lua allocates, which in a server is inside
+ * callbacks: a step, or the atomic phase of 5.4's incremental collector,
+ * then delays every callback due behind it. timer:run knows when it is about
+ * to wait with nothing due: with gc_step it spends that gap on steps, each
+ * as if GC_STEP_KB more had been allocated (what the allocations owe is paid
+ * first; STEP 0 would forgive it on 5.4 and let the heap grow), reading the
+ * clock after each, until the next deadline less a margin, its budget, or
+ * the end of a cycle. After a cycle it rests until
+ * the heap has grown by half again, so an idle or steady heap is not
+ * collected over and over (an idle timer stays idle). */
+
+#define GC_MARGIN_NS INT64_C(200000) /* stop stepping this long before a deadline */
+#define GC_DEFAULT_NS INT64_C(1000000) /* gc_step = true: 1 ms a gap at most */
+#define GC_STEP_KB 8 /* 5.4's default step size */
+
+struct gc_idle {
+	int64_t budget;   /* ns a gap may spend collecting; 0: off */
+	int resting;      /* a cycle ended: wait for the heap to grow */
+	int rest_kb;      /* ...to this size (KB) */
+};
+
+/* run's third argument: nil, or a table whose only key is gc_step. */
+static void check_run_opts(lua_State *L, int idx, struct gc_idle *g)
+{
+	g->budget = 0;
+	g->resting = 0;
+	g->rest_kb = 0;
+	if (lua_isnoneornil(L, idx))
+		return;
+	luaL_checktype(L, idx, LUA_TTABLE);
+	lua_pushnil(L);
+	while (lua_next(L, idx)) {
+		lua_pop(L, 1);
+		if (lua_type(L, -1) != LUA_TSTRING)
+			luaL_argerror(L, idx, "option names must be strings");
+		if (strcmp(lua_tostring(L, -1), "gc_step") != 0)
+			luaL_argerror(L, idx, lua_pushfstring(L, "unknown option '%s'", lua_tostring(L, -1)));
+	}
+	lua_getfield(L, idx, "gc_step");
+	if (lua_isboolean(L, -1) || lua_isnil(L, -1)) {
+		g->budget = lua_toboolean(L, -1) ? GC_DEFAULT_NS : 0;
+	} else {
+		lua_Number x = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+		if (!(x >= 0 && x <= 1))
+			luaL_argerror(L, idx, "option 'gc_step': boolean or seconds from 0 to 1 expected");
+		g->budget = (int64_t)(x * 1e9);
+	}
+	lua_pop(L, 1);
+}
+
+/* Step the collector in a gap of `gap_ns` (< 0: no deadline ahead). */
+static void gc_idle(lua_State *L, struct gc_idle *g, int64_t gap_ns)
+{
+	int64_t start, stop;
+	if (g->budget == 0)
+		return;
+	if (g->resting) {
+		if (lua_gc(L, LUA_GCCOUNT, 0) < g->rest_kb)
+			return;
+		g->resting = 0;
+	}
+	start = hwt_clock_ns();
+	stop = start + (gap_ns < 0 || gap_ns - GC_MARGIN_NS > g->budget ? g->budget : gap_ns - GC_MARGIN_NS);
+	while (hwt_clock_ns() < stop) {
+		if (lua_gc(L, LUA_GCSTEP, GC_STEP_KB)) { /* a cycle ended */
+			int kb = lua_gc(L, LUA_GCCOUNT, 0);
+			g->resting = 1;
+			g->rest_kb = kb + kb / 2 + 1;
+			break;
+		}
+	}
+}
+
 static int timer_run(lua_State *L)
 {
 	struct timer *T = check_dispatcher(L);
 	int limited = !lua_isnoneornil(L, 2);
 	lua_Number secs = limited ? lhwt_check_finite(L, 2) : 0;
+	struct gc_idle g;
 	int64_t end;
 	lua_Integer total = 0;
 	luaL_argcheck(L, secs >= 0 && secs <= MAX_DELAY, 2, "non-negative number of seconds expected");
+	check_run_opts(L, 3, &g);
 	end = hwt_clock_ns() + (int64_t)(secs * 1e9);
 	lua_settop(L, 1);
 	for (;;) {
@@ -285,6 +362,10 @@ static int timer_run(lua_State *L)
 		total += run_due(L, T, LUA_MAXINTEGER);
 		if (T->stopped || T->pending == 0 || (limited && left <= 0))
 			break;
+		if (g.budget) {
+			gc_idle(L, &g, sleep_ns(T, limited, left));
+			left = end - hwt_clock_ns();
+		}
 		wait_readable(T, sleep_ns(T, limited, left));
 	}
 	lua_pushinteger(L, total);

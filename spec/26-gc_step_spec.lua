@@ -1,0 +1,69 @@
+-- timer:run's gc_step: the collector steps in the idle gaps of the loop.
+-- Functional, not timed: whether the steps ran is seen in the heap's size.
+local hwtimer = require("hwtimer")
+
+-- About 3 MB of tables, dropped at once.
+local function make_garbage()
+  local t = {}
+  for i = 1, 30000 do t[i] = { i, tostring(i), { i } } end
+  return #t
+end
+
+describe("timer:run's gc_step", function()
+  local timer
+  before_each(function() timer = hwtimer.new({ tick = 0.001 }) end)
+  after_each(function()
+    timer:close()
+    collectgarbage("restart")
+  end)
+
+  -- With the automatic collector stopped, only run's own steps can free
+  -- the garbage: it waits 0.2 s with nothing due (a gap), so it has time.
+  local function heap_after_gap(opts)
+    collectgarbage()
+    collectgarbage()
+    collectgarbage("stop")
+    make_garbage()
+    local before = collectgarbage("count")
+    timer:schedule(0.2, function() end)
+    timer:run(nil, opts)
+    return before, collectgarbage("count")
+  end
+
+  it("collects in the idle gap when on", function()
+    local before, after = heap_after_gap({ gc_step = 0.1 })
+    assert.is_true(before - after > 1000, ("freed %.0f KB of ~3000"):format(before - after))
+  end)
+
+  it("collects with gc_step = true (1 ms a gap, many gaps)", function()
+    collectgarbage()
+    collectgarbage("stop")
+    make_garbage()
+    local before = collectgarbage("count")
+    for i = 1, 200 do timer:schedule(i * 0.002, function() end) end
+    timer:run(nil, { gc_step = true })
+    assert.is_true(before - collectgarbage("count") > 1000)
+  end)
+
+  it("leaves the collector alone when off", function()
+    local before, after = heap_after_gap(nil)
+    assert.is_true(after >= before, ("%.0f KB, then %.0f KB"):format(before, after))
+    before, after = heap_after_gap({ gc_step = false })
+    assert.is_true(after >= before)
+  end)
+
+  it("rejects bad values, naming the option", function()
+    timer:schedule(10, function() end)
+    assert.has_error(function() timer:run(0, { gc_step = -1 }) end,
+      "bad argument #2 to 'run' (option 'gc_step': boolean or seconds from 0 to 1 expected)")
+    assert.has_error(function() timer:run(0, { gc_step = 2 }) end,
+      "bad argument #2 to 'run' (option 'gc_step': boolean or seconds from 0 to 1 expected)")
+    assert.has_error(function() timer:run(0, { gc_step = "yes" }) end,
+      "bad argument #2 to 'run' (option 'gc_step': boolean or seconds from 0 to 1 expected)")
+    assert.has_error(function() timer:run(0, { gc_step = 0 / 0 }) end,
+      "bad argument #2 to 'run' (option 'gc_step': boolean or seconds from 0 to 1 expected)")
+    assert.has_error(function() timer:run(0, { gcstep = true }) end,
+      "bad argument #2 to 'run' (unknown option 'gcstep')")
+    assert.has_error(function() timer:run(0, 5) end)
+  end)
+end)
