@@ -1,0 +1,385 @@
+-- hwtimer.durable in a real nginx with four workers sharing one SQLite file
+-- (issue 11): jobs scheduled through requests that land on different workers
+-- run exactly once across them; handlers do cosocket I/O (an HTTP round trip
+-- to this nginx, writes to a real redis-server through lua-resty-redis); a
+-- worker killed with kill -9 inside a job leaves it to another worker once
+-- the lease ends; jobs survive `nginx -s stop` and `-s quit` followed by a
+-- new start. Runs in the LuaJIT spec run.
+--
+-- The store's reads and commits are SQLite's C library called from the
+-- worker: blocking, like a write to a local log file (a commit is tens of
+-- microseconds on a local disk; busy_timeout bounds the wait for another
+-- worker's lock). The handlers' own I/O goes through cosockets and yields.
+--
+-- Every run of a handler is written to a redis list (the ledger) before the
+-- handler returns: the ledger outlives the nginx under test, its restarts
+-- and the kill -9, so the spec counts runs there.
+local N = require("spec.nginx")
+local socket = require("socket")
+
+local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
+local WORKERS = 4
+local LEASE = 2
+
+local CONF = [[
+@HEAD@
+events { worker_connections 1024; }
+http {
+  access_log off;
+  lua_package_path "@LPATH@;/usr/share/lua/5.1/?.lua;;";
+  lua_package_cpath "@CPATH@;;";
+  init_worker_by_lua_block {
+    local sqlite = require("hwtimer.sqlite")
+    local d = assert(require("hwtimer.ngx").new({ tick = 0.001 }))
+    local q = assert(require("hwtimer.durable").open(d, { path = "@DB@", lease = @LEASE@,
+      poll = 0.02, sweep = 0.1, busy_timeout = 10,
+      on_error = function(err, job)
+        ngx.log(ngx.ERR, "durable: ", tostring(err), " job ", job and job.id or "-")
+      end }))
+    package.loaded.q = q
+    -- one ledger entry per run: "id pid generation lateness attempt extra"
+    local function ledger(job, extra)
+      local r = require("nginx.redis"):new()
+      r:set_timeout(5000)
+      assert(r:connect("127.0.0.1", @REDIS@))
+      local line = string.format("%s %d @GEN@ %.6f %d %s", job.id, ngx.worker.pid(),
+        sqlite.now() - job.due, job.attempt, extra or "-")
+      assert(r:rpush("ledger", line))
+      r:set_keepalive(10000, 16)
+    end
+    q:handle("count", function(job) ledger(job) end)
+    q:handle("io", function(job)   -- an HTTP round trip to this nginx, through a cosocket
+      local sock = ngx.socket.tcp()
+      sock:settimeout(5000)
+      assert(sock:connect("127.0.0.1", @PORT@))
+      assert(sock:send("GET /pong?id=" .. job.id .. " HTTP/1.0\r\nHost: x\r\n\r\n"))
+      local reply = assert(sock:receive("*a"))
+      sock:close()
+      ledger(job, reply:match("\r\n\r\n(%S+)"))
+    end)
+    q:handle("hang", function(job)  -- the first run waits until the worker is killed
+      ledger(job)
+      if job.attempt == 1 then ngx.sleep(60) end
+    end)
+  }
+  server {
+    listen 127.0.0.1:@PORT@ reuseport;
+    location = /ping { return 200 "up"; }
+    location = /pong { content_by_lua_block { ngx.print("pong:", ngx.var.arg_id) } }
+    location = /schedule {   # n jobs of a kind, ids TAG-FIRST.., due in delay s (+ i * step)
+      content_by_lua_block {
+        local q, a = package.loaded.q, ngx.req.get_uri_args()
+        local n, first = tonumber(a.n), tonumber(a.first)
+        for i = 0, n - 1 do
+          assert(q:schedule(a.kind, tonumber(a.delay) + i * tonumber(a.step or 0), nil,
+                            { id = a.tag .. "-" .. (first + i) }))
+        end
+        ngx.say(ngx.worker.pid())
+      }
+    }
+    location = /pending { content_by_lua_block { ngx.say(package.loaded.q:pending()) } }
+  }
+}
+]]
+
+-- One command to the redis-server, in its protocol; returns the reply.
+local function redis_cmd(port, ...)
+  local c = socket.tcp()
+  c:settimeout(5)
+  assert(c:connect("127.0.0.1", port))
+  local args, out = { ... }, { "*" .. select("#", ...) }
+  for _, a in ipairs(args) do
+    a = tostring(a)
+    out[#out + 1] = "$" .. #a
+    out[#out + 1] = a
+  end
+  assert(c:send(table.concat(out, "\r\n") .. "\r\n"))
+  local function read()
+    local line = assert(c:receive("*l"))
+    local kind, rest = line:sub(1, 1), line:sub(2)
+    if kind == "+" then return rest end
+    if kind == "-" then error(rest) end
+    if kind == ":" then return tonumber(rest) end
+    local n = tonumber(rest)
+    if n < 0 then return nil end
+    if kind == "$" then return assert(c:receive(n + 2)):sub(1, n) end
+    local list = {}
+    for i = 1, n do list[i] = read() end
+    return list
+  end
+  local reply = read()
+  c:close()
+  return reply
+end
+
+-- The ledger's runs of the jobs whose id starts with `tag`-, by id.
+local function runs_of(redis_port, tag)
+  local by_id, total = {}, 0
+  for _, line in ipairs(redis_cmd(redis_port, "LRANGE", "ledger", 0, -1)) do
+    local id, pid, gen, late, attempt, extra = line:match("^(%S+) (%d+) (%d+) (%S+) (%d+) (%S+)$")
+    if id and id:sub(1, #tag + 1) == tag .. "-" then
+      local list = by_id[id] or {}
+      by_id[id] = list
+      list[#list + 1] = { pid = tonumber(pid), gen = tonumber(gen), late = tonumber(late),
+                          attempt = tonumber(attempt), extra = extra }
+      total = total + 1
+    end
+  end
+  return by_id, total
+end
+
+local function count(t)
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  return n
+end
+
+local function alive(pid)
+  local ok = os.execute("kill -0 " .. pid .. " 2>/dev/null")
+  return ok == true or ok == 0
+end
+
+describe("OpenResty: durable jobs in nginx with four workers on one SQLite file", function()
+  if not N.ready then
+    it("needs LuaJIT, nginx and its Lua module", function()
+      pending("runs in the LuaJIT spec run with Debian's nginx and libnginx-mod-http-lua")
+    end)
+    return
+  end
+  if not pcall(require, "hwtimer.sqlite") then
+    it("needs hwtimer.sqlite", function() pending("hwtimer.sqlite not built: install libsqlite3-dev") end)
+    return
+  end
+
+  local redis, dir, db, port, ngx_, gen = nil, nil, nil, nil, nil, 0
+  local killed = {}   -- worker pids this spec killed with kill -9
+
+  local function start()
+    gen = gen + 1
+    ngx_ = N.start(N.config(CONF, { PORT = port, REDIS = redis.port, DB = db, LEASE = LEASE, GEN = gen })
+      :gsub("worker_processes 1;", "worker_processes " .. WORKERS .. ";", 1))
+    assert(N.wait_listening(port, "/ping"), ngx_.log())
+    for _ = 1, 100 do
+      if #ngx_.worker_pids() == WORKERS then break end
+      socket.sleep(0.05)
+    end
+    assert.equal(WORKERS, #ngx_.worker_pids())
+  end
+
+  -- error.log has no worker that died, but for the ones killed here.
+  local function assert_no_crash(log)
+    log = log or ngx_.log()
+    for pid, sig in log:gmatch("worker process (%d+) exited on signal (%d+)") do
+      assert.is_true(killed[tonumber(pid)] and sig == "9", log)
+    end
+    assert.is_nil(log:find("durable: ", 1, true), log)
+    assert.is_nil(log:find("error in timeout callback", 1, true), log)
+    assert.is_nil(log:find("[crit]", 1, true), log)
+  end
+
+  local function stop()
+    if not ngx_ then return end
+    local master, workers = ngx_.master_pid(), ngx_.worker_pids()
+    ngx_.stop()
+    ngx_ = nil
+    for _, pid in ipairs(workers) do assert.is_false(alive(pid)) end
+    if master then assert.is_false(alive(master)) end
+  end
+
+  -- Schedule jobs through `requests` HTTP requests (each a new connection,
+  -- so that reuseport spreads them over the workers); returns the pids that
+  -- served them.
+  local function schedule(kind, tag, requests, per, delay, step)
+    local served = {}
+    for r = 0, requests - 1 do
+      local status, body = N.get(port, string.format("/schedule?kind=%s&tag=%s&n=%d&first=%d&delay=%g&step=%g",
+        kind, tag, per, r * per, delay, step or 0))
+      assert.equal(200, status, body)
+      local pid = tonumber(body:match("%d+"))
+      served[pid] = (served[pid] or 0) + 1
+    end
+    return served
+  end
+
+  local function wait_runs(tag, n, secs)
+    local limit = socket.gettime() + secs * SLOW
+    local by_id
+    repeat
+      by_id = runs_of(redis.port, tag)
+      if count(by_id) >= n then break end
+      socket.sleep(0.05)
+    until socket.gettime() > limit
+    return by_id
+  end
+
+  -- What a count that fell short is told with: the ids that never ran, the
+  -- jobs the store still holds, the log.
+  local function missing(by_id, tag, n)
+    local ids = {}
+    for i = 0, n - 1 do
+      if not by_id[tag .. "-" .. i] then ids[#ids + 1] = tag .. "-" .. i end
+    end
+    local ok, left = pcall(N.get, port, "/pending")
+    return string.format("%d never ran (%s); the store holds %s; error.log:\n%s", #ids,
+      table.concat(ids, " ", 1, math.min(#ids, 10)), ok and left or "?", ngx_ and ngx_.log() or "")
+  end
+
+  local function pending_jobs()
+    local _, body = N.get(port, "/pending")
+    return tonumber(body:match("%d+"))
+  end
+
+  local function wait_pending(n, secs)
+    local limit, left = socket.gettime() + secs * SLOW, nil
+    repeat
+      left = pending_jobs()
+      if left == n then break end
+      socket.sleep(0.05)
+    until socket.gettime() > limit
+    return left
+  end
+
+  setup(function()
+    redis = N.start_redis()
+    dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir))
+    db = dir .. "/timers.db"
+    port = N.free_port()
+    start()
+  end)
+
+  teardown(function()
+    if ngx_ then ngx_.stop() end
+    redis.stop()
+    os.execute("rm -rf " .. dir)
+  end)
+
+  it("runs jobs scheduled on different workers exactly once across the four", function()
+    local served = schedule("count", "once", 40, 25, 0.3, 0.0005)
+    assert.is_true(count(served) >= 2, "every request landed on one worker")
+    local by_id = wait_runs("once", 1000, 20)
+    assert.equal(1000, count(by_id), missing(by_id, "once", 1000))
+    local ran_on = {}
+    for id, list in pairs(by_id) do
+      assert.equal(1, #list, id .. " ran " .. #list .. " times")
+      assert.is_true(list[1].late >= 0, id .. " ran early by " .. -list[1].late .. " s")
+      ran_on[list[1].pid] = true
+    end
+    assert.is_true(count(ran_on) >= 2, "every job ran on one worker")
+    assert.equal(0, wait_pending(0, 5))
+    socket.sleep(0.3)  -- a late duplicate would show now
+    local _, total = runs_of(redis.port, "once")
+    assert.equal(1000, total)
+    assert_no_crash()
+  end)
+
+  it("runs jobs whose handler makes an HTTP round trip to this nginx through a cosocket", function()
+    schedule("io", "io", 10, 20, 0.2, 0.001)
+    local by_id = wait_runs("io", 200, 20)
+    assert.equal(200, count(by_id), missing(by_id, "io", 200))
+    for id, list in pairs(by_id) do
+      assert.equal(1, #list, id .. " ran " .. #list .. " times")
+      assert.equal("pong:" .. id, list[1].extra)
+    end
+    assert.equal(0, wait_pending(0, 5))
+    assert_no_crash()
+  end)
+
+  it("gives the job of a worker killed with kill -9 to another worker once its lease ends", function()
+    schedule("hang", "hang", 1, 1, 0.05)
+    local by_id = wait_runs("hang", 1, 10)
+    local first = assert(by_id["hang-0"], "the job never started")[1]
+    local t_kill = socket.gettime()
+    assert(os.execute("kill -9 " .. first.pid))
+    killed[first.pid] = true
+    local list
+    local limit = socket.gettime() + (LEASE + 10) * SLOW
+    repeat
+      list = runs_of(redis.port, "hang")["hang-0"]
+      if #list >= 2 then break end
+      socket.sleep(0.05)
+    until socket.gettime() > limit
+    assert.equal(2, #list)
+    local second = list[2]
+    assert.are_not.equal(first.pid, second.pid)
+    assert.equal(2, second.attempt)
+    -- not before the lease taken at the first run's start had ended
+    assert.is_true(second.late - first.late >= LEASE - 0.05,
+      "rerun after " .. (second.late - first.late) .. " s, lease " .. LEASE .. " s")
+    assert.is_true(socket.gettime() - t_kill < (LEASE + 5) * SLOW)
+    assert.equal(0, wait_pending(0, 5))
+    -- the master replaced the killed worker: four again
+    for _ = 1, 100 do
+      if #ngx_.worker_pids() == WORKERS then break end
+      socket.sleep(0.05)
+    end
+    assert.equal(WORKERS, #ngx_.worker_pids())
+    assert.matches("worker process " .. first.pid .. " exited on signal 9", ngx_.log(), 1, true)
+    assert_no_crash()
+  end)
+
+  it("keeps jobs across nginx -s stop and a new start: each runs once, in the new nginx", function()
+    local old = gen
+    schedule("count", "restart", 8, 25, 1.5, 0.001)
+    stop()
+    start()
+    local by_id = wait_runs("restart", 200, 20)
+    assert.equal(200, count(by_id), missing(by_id, "restart", 200))
+    for id, list in pairs(by_id) do
+      assert.equal(1, #list, id .. " ran " .. #list .. " times")
+      assert.equal(old + 1, list[1].gen)
+      assert.is_true(list[1].late >= 0, id .. " ran early by " .. -list[1].late .. " s")
+    end
+    assert.equal(0, wait_pending(0, 5))
+    assert_no_crash()
+  end)
+
+  -- The worker's exit (quit, reload) hands the timeouts that never ran to
+  -- their callbacks, cancelled: the queue must leave their jobs to the store
+  -- (not run them before they are due, not use the stopped timer).
+  it("loses no accepted job at nginx -s quit, and runs none of them early", function()
+    schedule("count", "quit", 8, 25, 1.5, 0.002)
+    local master, workers = ngx_.master_pid(), ngx_.worker_pids()
+    assert.is_true(ngx_.signal("quit"))
+    for _ = 1, 200 do
+      if not alive(master) then break end
+      socket.sleep(0.05)
+    end
+    assert.is_false(alive(master))
+    for _, pid in ipairs(workers) do assert.is_false(alive(pid)) end
+    local quit_log = ngx_.log()
+    ngx_.stop()   -- removes its prefix
+    ngx_ = nil
+    start()
+    local by_id = wait_runs("quit", 200, 20)
+    assert.equal(200, count(by_id), missing(by_id, "quit", 200))
+    assert.equal(0, wait_pending(0, 5))
+    for id, list in pairs(by_id) do assert.equal(1, #list, id .. " ran " .. #list .. " times") end
+    for id, list in pairs(by_id) do
+      assert.is_true(list[1].late >= 0, id .. " ran early by " .. -list[1].late .. " s")
+      assert.equal(gen, list[1].gen)
+    end
+    assert_no_crash(quit_log)
+    assert_no_crash()
+  end)
+
+  it("hands the jobs of the old workers to the new ones at nginx -s reload: once each, none early", function()
+    schedule("count", "reload", 8, 25, 1.5, 0.002)
+    local before = ngx_.worker_pids()
+    assert.is_true(ngx_.signal("reload"))
+    local old = {}
+    for _, pid in ipairs(before) do old[pid] = true end
+    local by_id = wait_runs("reload", 200, 20)
+    assert.equal(200, count(by_id), missing(by_id, "reload", 200))
+    assert.equal(0, wait_pending(0, 5))
+    for id, list in pairs(by_id) do
+      assert.equal(1, #list, id .. " ran " .. #list .. " times")
+      assert.is_true(list[1].late >= 0, id .. " ran early by " .. -list[1].late .. " s")
+      assert.is_nil(old[list[1].pid], id .. " ran in an old worker")
+    end
+    for _, pid in ipairs(before) do assert.is_false(alive(pid)) end
+    assert_no_crash()
+    stop()
+  end)
+end)
