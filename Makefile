@@ -55,7 +55,7 @@ ROCK_ENV := LUA_PATH='$(ROCKTREE)/share/lua/$(LUA_ABI)/?.lua;$(ROCKTREE)/share/l
             HWT_NGX_CPATH='$(CURDIR)/$(ROCKTREE)/lib/lua/$(LUA_ABI)/?.so'
 
 BASE_PACKAGES  := lua-busted lua-socket lua-luv lua-cqueues lua-copas luarocks pkg-config gcc make \
-                  nginx libnginx-mod-http-lua libsqlite3-dev sqlite3
+                  nginx libnginx-mod-http-lua libsqlite3-dev sqlite3 redis-server lua-redis
 ALL_LUA_PACKAGES := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \
                     lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev
 BENCH_PACKAGES := lua-luv gnuplot-nox default-jdk-headless libnetty-java

@@ -28,6 +28,8 @@ build = {
     ["hwtimer.ngx"] = "lua/hwtimer/ngx.lua",
     ["hwtimer.durable"] = "lua/hwtimer/durable.lua",
     ["hwtimer.durable.sqlite"] = "lua/hwtimer/durable/sqlite.lua",
+    ["hwtimer.durable.redis"] = "lua/hwtimer/durable/redis.lua",
+    ["hwtimer.durable.redis_scripts"] = "lua/hwtimer/durable/redis_scripts.lua",
     -- durable timers' store (needs libsqlite3-dev)
     ["hwtimer.sqlite"] = {
       sources = { "csrc/durable/lsqlite.c" },

@@ -156,8 +156,8 @@ describe("hwtimer.durable", function()
         "bad argument #2 to 'open' (option 'backoff.delay': number of seconds from 0 to 1e9 expected)")
       assert.has_error(function() durable.open(timer, { path = path, backoff = { dleay = 1 } }) end,
         "bad argument #2 to 'open' (option 'backoff': unknown key 'dleay')")
-      assert.has_error(function() durable.open(timer, { redis = {}, prefix = "app" }) end,
-        "bad argument #2 to 'open' (option 'redis': the Redis engine is not available yet; use 'path')")
+      assert.has_error(function() durable.open(timer, { path = path, redis = function() end }) end,
+        "bad argument #2 to 'open' (options 'path' and 'redis' exclude each other)")
     end)
 
     it("takes sync = 'full' (FULL survives a power loss)", function()

@@ -54,6 +54,16 @@ local function span(v) return finite(v) and v > 0 and v <= 1e9 end
 local function whole(v) return positive(v) and v == floor(v) end
 local function name(v) return type(v) == "string" and #v > 0 end
 
+-- A Redis client (lua-resty-redis, redis-lua: anything with evalsha and
+-- script methods), or a function that returns one (called again to
+-- reconnect after the connection broke).
+local function redis_client(v)
+  if callable(v) then return true end
+  if type(v) ~= "table" and type(v) ~= "userdata" then return false end
+  local ok, yes = pcall(function() return callable(v.evalsha) and callable(v.script) end)
+  return ok and yes
+end
+
 local BACKOFF = {
   delay = { 1, seconds, "number of seconds from 0 to 1e9" },
   factor = { 2, positive, "positive number" },
@@ -75,16 +85,16 @@ local OPTIONS = {
   poll = { 0.05, span, "number of seconds from 0 (excluded) to 1e9" },
   sweep = { 1, span, "number of seconds from 0 (excluded) to 1e9" },
   batch = { 500, whole, "positive integer" },
-  redis = { nil, function() return true end, "" },
-  prefix = { nil, name, "non-empty string" },
+  redis = { nil, redis_client, "Redis client (with evalsha and script methods) or function" },
+  prefix = { "hwtimer", name, "non-empty string" },
 }
 
 local function check_options(opts)
   if type(opts) ~= "table" then argerror(2, "open", "table expected, got " .. type_name(opts)) end
   local o, err = check.options(opts, OPTIONS)
   if not o then argerror(2, "open", err) end
-  if o.redis ~= nil then
-    argerror(2, "open", "option 'redis': the Redis engine is not available yet; use 'path'")
+  if o.redis ~= nil and o.path ~= nil then
+    argerror(2, "open", "options 'path' and 'redis' exclude each other")
   end
   if o.path == nil and o.redis == nil then argerror(2, "open", "option 'path' expected") end
   o.backoff, err = check.options(o.backoff or {}, BACKOFF,

@@ -1,0 +1,346 @@
+--- hwtimer.durable.redis: the store of hwtimer.durable in Redis, shared by
+-- processes on many machines. Every read and write of jobs is one of the
+-- server-side scripts of hwtimer.durable.redis_scripts (loaded once with
+-- SCRIPT LOAD, called with EVALSHA, loaded again on NOSCRIPT), so a claim,
+-- an acknowledgement or a replacement is atomic and "now" is the server's
+-- TIME, whatever each client's clock says.
+--
+-- The client is the user's: lua-resty-redis in OpenResty (methods return
+-- res, err) or redis-lua (nrk/redis-lua, Debian lua-redis: methods raise).
+-- call() below makes both give `nil, message`; a connection error drops the
+-- client, and the next call gets a new one when opts.redis was a function.
+--
+-- The window's key of a job is its ready time (integer microseconds on the
+-- server's clock): one timeout serves every job due at the same microsecond.
+-- Other processes' jobs are seen by a short poll of the earliest ready time
+-- among the kinds this process handles (the `peek` script); a claim returns
+-- the next earliest too, so a chain of jobs due one after another is loaded
+-- one claim ahead.
+local scripts = require("hwtimer.durable.redis_scripts")
+
+local floor, ceil, format = math.floor, math.ceil, string.format
+local concat = table.concat
+
+local E = {}
+E.__index = E
+
+-- The clock the window runs on: the timer's monotonic clock, corrected by
+-- the server's TIME from every reply (see E:sync).
+local mono
+do
+  local ok, core = pcall(require, "hwtimer.core")
+  if ok and core.now then
+    mono = core.now
+  elseif rawget(_G, "ngx") then
+    mono = ngx.now -- luacheck: ignore
+  else
+    mono = require("socket").gettime
+  end
+end
+
+-- Job ids: 24 random hex digits (hwtimer.sqlite's generator when built,
+-- else /dev/urandom).
+do
+  local ok, sqlite = pcall(require, "hwtimer.sqlite")
+  if ok then
+    E.random_id = sqlite.random_id
+  else
+    local urandom
+    E.random_id = function()
+      urandom = urandom or assert(io.open("/dev/urandom", "rb"))
+      return (urandom:read(12):gsub(".", function(c) return format("%02x", c:byte()) end))
+    end
+  end
+end
+
+local function us(seconds) return format("%.0f", ceil(seconds * 1e6)) end
+
+-- A length-prefixed blob of fields ("3:abc0:"), one script argument.
+local function blob(parts)
+  for i = 1, #parts do
+    local s = parts[i]
+    parts[i] = #s .. ":" .. s
+  end
+  return concat(parts)
+end
+
+---------------------------------------------------------------------------
+-- The client: calls that give nil, message and survive NOSCRIPT
+---------------------------------------------------------------------------
+
+-- A reply's nil: resty's ngx.null (a lightuserdata) or plain nil.
+local function null(v) return v == nil or type(v) == "userdata" end
+
+-- Strip what redis-lua puts before the server's message.
+local function server_error(msg)
+  msg = tostring(msg)
+  local m = msg:match("redis error: (.*)$")
+  if m then return m, true end
+  msg = msg:gsub("^[^:]*%.lua:%d+: ", "") -- redis-lua's own raise: where it was
+  -- resty: the server's message as it came ("ERR ...", "NOSCRIPT ...")
+  return msg, msg:match("^[A-Z][A-Z]+ ") ~= nil
+end
+
+local function client(self)
+  if self.client then return self.client end
+  if not self.connect then return nil, "no connection (the Redis client was lost)" end
+  local ok, c, err = pcall(self.connect)
+  if not ok or null(c) or not c then
+    return nil, "cannot connect: " .. tostring(ok and err or c)
+  end
+  self.client = c
+  return c
+end
+
+-- One command on the client: res or nil, message, server (true when the
+-- server answered with an error, false when the connection failed).
+function E:command(method, ...)
+  local c, err = client(self)
+  if not c then return nil, err, false end
+  local ok, res, e = pcall(c[method], c, ...)
+  if ok and res and not null(res) then return res end
+  local msg, from_server = server_error(ok and (e or "no reply") or res)
+  if not from_server and self.connect then self.client = nil end -- reconnect next time
+  return nil, msg, from_server
+end
+
+local function load_script(self, name)
+  local sha, err = self:command("script", "load", scripts[name])
+  if not sha then return nil, err end
+  self.sha[name] = sha
+  return sha
+end
+
+-- Run script `name` with the queue's four keys and `...` as ARGV. Loaded
+-- on first use, again after NOSCRIPT (a restarted or flushed server), and
+-- sent whole with EVAL when even that fails.
+function E:run(name, ...)
+  local k = self.keys
+  local sha = self.sha[name]
+  local res, err
+  if sha then
+    res, err = self:command("evalsha", sha, 4, k[1], k[2], k[3], k[4], ...)
+    if res or not err:find("^NOSCRIPT") then return self:sync(res, err) end
+  end
+  sha = load_script(self, name)
+  if sha then
+    res, err = self:command("evalsha", sha, 4, k[1], k[2], k[3], k[4], ...)
+  else
+    res, err = self:command("eval", scripts[name], 4, k[1], k[2], k[3], k[4], ...)
+  end
+  return self:sync(res, err)
+end
+
+-- Every reply starts with the server's now: keep the offset of our clock.
+function E:sync(res, err)
+  if not res then return nil, err end
+  self.offset = tonumber(res[1]) / 1e6 - mono()
+  return res
+end
+
+--- The server's clock, as this process estimates it (epoch seconds).
+function E:now() return mono() + self.offset end
+
+---------------------------------------------------------------------------
+-- Opening
+---------------------------------------------------------------------------
+
+--- eng, err = engine.open(o, owner): o are the front's checked options.
+function E.open(o, owner)
+  local base = "{" .. o.prefix .. ":" .. o.queue .. "}"
+  local self = setmetatable({
+    name = "redis " .. base, owner = owner, offset = 0, sha = {}, kinds = {}, handled = {},
+    keys = { base .. ":jobs", base .. ":kinds", base .. ":dead", base .. ":meta" },
+  }, E)
+  if type(o.redis) == "function" or (getmetatable(o.redis) and not o.redis.evalsha) then
+    self.connect = o.redis
+  else
+    self.client = o.redis
+  end
+  local res, err = self:run("open", tostring(scripts.FORMAT))
+  if not res then return nil, "hwtimer.durable: " .. self.name .. ": " .. err end
+  if tonumber(res[2]) ~= 0 then return nil, "hwtimer.durable: " .. self.name .. ": " .. res[3] end
+  return self
+end
+
+function E:close() self.closed = true end
+
+---------------------------------------------------------------------------
+-- Jobs
+---------------------------------------------------------------------------
+
+local function job_put_fields(parts, id, kind, payload, when, relative, every)
+  local n = #parts
+  parts[n + 1], parts[n + 2] = id, kind
+  parts[n + 3], parts[n + 4] = payload and "1" or "0", payload or ""
+  parts[n + 5], parts[n + 6] = us(when), relative and "1" or "0"
+  parts[n + 7] = every and us(every) or "0"
+end
+
+-- Store one job (in a batch: keep it for the commit, returning true).
+function E:put(id, kind, payload, when, relative, every)
+  if self.batch then
+    job_put_fields(self.batch, id, kind, payload, when, relative, every)
+    return true
+  end
+  local parts = {}
+  job_put_fields(parts, id, kind, payload, when, relative, every)
+  local res, err = self:run("put", blob(parts))
+  if not res then return nil, err end
+  local due = tonumber(res[2])
+  return due, due / 1e6
+end
+
+function E:cancel(id)
+  local res, err = self:run("cancel", id)
+  if not res then return nil, err end
+  return res[2] and tonumber(res[2]) or false
+end
+
+-- A job from a reply's nine fields starting at res[i].
+local function job_of(res, i, id)
+  local every = tonumber(res[i + 5])
+  return {
+    id = id, kind = res[i], payload = tonumber(res[i + 1]) == 1 and res[i + 2] or nil,
+    due = tonumber(res[i + 3]) / 1e6, attempt = tonumber(res[i + 4]),
+    every = every ~= 0 and every / 1e6 or nil, dead = tonumber(res[i + 6]) == 1 or nil,
+    error = res[i + 7] ~= "" and res[i + 7] or nil, leased = tonumber(res[i + 8]) == 1 or nil,
+  }
+end
+
+function E:get(id)
+  local res, err = self:run("get", id)
+  if not res then return nil, err end
+  if #res < 2 then return nil end
+  return job_of(res, 2, id)
+end
+
+function E:pending()
+  local res, err = self:run("pending")
+  if not res then return nil, err end
+  return tonumber(res[2])
+end
+
+function E:dead()
+  local res, err = self:run("dead")
+  if not res then return nil, err end
+  local list = {}
+  for i = 2, #res, 10 do list[#list + 1] = job_of(res, i + 1, res[i]) end
+  return list
+end
+
+function E:handle(kind, on)
+  if on and not self.handled[kind] then
+    self.handled[kind] = true
+    self.kinds[#self.kinds + 1] = kind
+  elseif not on and self.handled[kind] then
+    self.handled[kind] = nil
+    for i = #self.kinds, 1, -1 do
+      if self.kinds[i] == kind then table.remove(self.kinds, i) end
+    end
+  end
+  return true
+end
+
+-- q:batch: the jobs go in one `put` call at the commit, atomic (all or
+-- none); a cancel inside the batch is sent at once.
+function E:begin()
+  self.batch = {}
+  return true
+end
+
+function E:commit(hi)
+  local parts = self.batch
+  self.batch = nil
+  if #parts == 0 then return {} end
+  local res, err = self:run("put", blob(parts))
+  if not res then return nil, err end
+  local reload = {}
+  for i = 2, #res do
+    local ready = tonumber(res[i])
+    if ready / 1e6 < hi then reload[#reload + 1] = { ready, ready / 1e6 } end
+  end
+  return reload
+end
+
+function E:rollback() self.batch = nil end
+
+---------------------------------------------------------------------------
+-- The window's reads
+---------------------------------------------------------------------------
+
+local function rows_of(res, from, to, hi)
+  local rows = {}
+  for i = from, to do
+    local ready = tonumber(res[i])
+    if not hi or ready / 1e6 < hi then rows[#rows + 1] = { ready, ready / 1e6 } end
+  end
+  return rows
+end
+
+-- Jobs with lo < ready < hi, as { key, ready } (one per distinct time).
+function E:range(lo, hi)
+  local res, err = self:run("range", format("%.0f", floor(lo * 1e6)), us(hi))
+  if not res then return nil, err end
+  local rows = rows_of(res, 2, #res)
+  return rows, #rows
+end
+
+-- The poll: the earliest ready time among the handled kinds, when it is
+-- inside the window (the front skips what it holds already).
+function E:changes(hi)
+  if #self.kinds == 0 then return nil end
+  local res, err = self:run("peek", (table.unpack or unpack)(self.kinds))
+  if not res then return nil, err end
+  local next_ready = tonumber(res[2])
+  if next_ready == 0 or next_ready / 1e6 >= hi then return nil end
+  return { { next_ready, next_ready / 1e6 } }, 1
+end
+
+-- A claim costs one script call whatever is due: no probe first.
+function E:probe() return true end
+
+---------------------------------------------------------------------------
+-- Claim and acknowledge
+---------------------------------------------------------------------------
+
+-- The front's acknowledgements as one script argument.
+local function acks_blob(acks)
+  local parts = {}
+  for i = 1, #acks do
+    local a = acks[i]
+    local what, row, arg = a[1], a[2], ""
+    if what == "retry" then arg = us(a[3]) elseif what == "bury" then arg = a[3] end
+    local n = #parts
+    parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4] = what, row[2], tostring(row[6]), arg
+  end
+  return blob(parts)
+end
+
+function E:ack(acks, hi)
+  local res, err = self:run("ack", self.owner, acks_blob(acks))
+  if not res then return nil, err end
+  return rows_of(res, 2, #res, hi)
+end
+
+-- Claim what is due by the server's clock (the front's cutoff is not
+-- used: a client's clock never makes a job early), writing `acks` first.
+-- Rows are { key, id, kind, payload, due, attempt, every }.
+function E:claim(acks, _, lease, batch, hi)
+  if #self.kinds == 0 and #acks == 0 then return {}, 0, {} end
+  local res, err = self:run("claim", self.owner, acks_blob(acks), us(lease), tostring(batch),
+    (table.unpack or unpack)(self.kinds))
+  if not res then return nil, err end
+  local nreload = tonumber(res[3])
+  local reload = rows_of(res, 4, 3 + nreload, hi)
+  local next_ready = tonumber(res[2])
+  if next_ready ~= 0 and next_ready / 1e6 < hi then reload[#reload + 1] = { next_ready, next_ready / 1e6 } end
+  local rows = {}
+  for i = 4 + nreload, #res, 11 do
+    local job = job_of(res, i + 2, res[i + 1])
+    rows[#rows + 1] = { tonumber(res[i]), job.id, job.kind, job.payload, job.due, job.attempt, job.every }
+  end
+  return rows, #rows, reload
+end
+
+return E

@@ -1,0 +1,646 @@
+-- hwtimer.durable with its Redis engine: every line of the contract (issue 11)
+-- against a real redis-server that this spec starts on a free loopback port
+-- and stops by its pid, through redis-lua (Debian lua-redis); the faults
+-- (Redis down, restarted, scripts flushed, foreign keys); processes that
+-- share a store, die with kill -9 and have their jobs reclaimed.
+local hwtimer = require("hwtimer")
+local helpers = require("spec.helpers")
+
+local have_socket, N = pcall(require, "spec.nginx")
+local function find_redis_lua()
+  if pcall(require, "redis") then return require("redis") end
+  package.path = package.path .. ";/usr/share/lua/5.3/?.lua" -- Debian's lua-redis lists 5.1-5.3
+  local ok, redis = pcall(require, "redis")
+  return ok and redis or nil
+end
+local redis = have_socket and find_redis_lua()
+local have_server = os.execute("command -v redis-server >/dev/null 2>&1")
+have_server = have_server == true or have_server == 0
+if not (have_socket and redis and have_server) then
+  describe("hwtimer.durable with Redis", function()
+    it("needs redis-server, luasocket and redis-lua", function()
+      pending("redis-server, luasocket or redis-lua missing: apt-get install redis-server lua-socket lua-redis")
+    end)
+  end)
+  return
+end
+
+local durable = require("hwtimer.durable")
+local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
+local sleep = require("hwtimer_testutil").sleep
+local lua = os.getenv("HWT_LUA") or "lua5.4"
+
+local function shell(cmd)
+  local p = assert(io.popen(cmd))
+  local out = p:read("*a")
+  p:close()
+  return out
+end
+
+local function sh(cmd)
+  local ok = os.execute(cmd)
+  return ok == true or ok == 0
+end
+
+local function alive(pid) return sh("kill -0 " .. pid .. " 2>/dev/null") end
+
+local function wait_exit(pid, secs)
+  local limit = hwtimer.now() + secs
+  while alive(pid) and hwtimer.now() < limit do sleep(0.05) end
+  return not alive(pid)
+end
+
+-- A redis-server of this spec's own, with an append-only file fsynced at
+-- every write, that can be killed and started again on the same port and
+-- directory (spec/nginx.lua's has no persistence).
+local function persistent_redis()
+  local s = { port = N.free_port(), dir = (shell("mktemp -d /tmp/hwtimer-redis.XXXXXX"):gsub("%s+$", "")) }
+  function s.start()
+    assert(sh(string.format("redis-server --bind 127.0.0.1 --port %d --save '' --appendonly yes " ..
+      "--appendfsync always --daemonize yes --dir %s --pidfile %s/redis.pid --logfile %s/redis.log",
+      s.port, s.dir, s.dir, s.dir)))
+    for _ = 1, 100 do
+      local f = io.open(s.dir .. "/redis.pid")
+      s.pid = f and f:read("*n")
+      if f then f:close() end
+      -- ready once it answers (it says LOADING while it replays the file)
+      if s.pid and pcall(function() return redis.connect("127.0.0.1", s.port):ping() end) then return end
+      sleep(0.05)
+    end
+    error("redis-server did not start")
+  end
+  function s.kill9()
+    sh("kill -9 " .. s.pid)
+    assert(wait_exit(s.pid, 5))
+    os.remove(s.dir .. "/redis.pid")
+  end
+  function s.stop()
+    if s.pid and alive(s.pid) then
+      sh("kill " .. s.pid)
+      wait_exit(s.pid, 5)
+    end
+    sh("rm -rf '" .. s.dir .. "'")
+  end
+  return s
+end
+
+describe("hwtimer.durable with Redis", function()
+  local server, port
+  local timer, q, client, prefix
+  local open_queues, n_prefix = {}, 0
+
+  setup(function()
+    server = N.start_redis()
+    port = server.port
+  end)
+
+  teardown(function() server.stop() end)
+
+  local function connect() return redis.connect("127.0.0.1", port) end
+
+  -- The server's clock, epoch seconds (what "now" means to the scripts).
+  local function server_now()
+    local t = client:eval("return redis.call('TIME')", 0)
+    return tonumber(t[1]) + tonumber(t[2]) / 1e6
+  end
+
+  local function open(opts)
+    opts = opts or {}
+    if opts.redis == nil then opts.redis = connect() end
+    opts.prefix = opts.prefix or prefix
+    local queue, err = durable.open(timer, opts)
+    if queue then open_queues[#open_queues + 1] = queue end
+    return queue, err
+  end
+
+  before_each(function()
+    timer = hwtimer.new()
+    client = connect()
+    n_prefix = n_prefix + 1
+    prefix = "spec" .. n_prefix
+    open_queues = {}
+  end)
+
+  after_each(function()
+    for _, o in ipairs(open_queues) do o:close() end
+    timer:close()
+  end)
+
+  local function wait(done, secs) return helpers.wait_until(timer, done, secs or 5) end
+
+  describe("durable.open", function()
+    it("makes its keys under one hash tag and opens them again", function()
+      q = assert(open())
+      assert.equal("hwtimer.durable (redis {" .. prefix .. ":default}, queue default, 0 in the window)", tostring(q))
+      assert.equal(0, q:pending())
+      q:schedule("k", 60, "p", { id = "a" })
+      q:close()
+      assert.equal("hwtimer.durable (closed)", tostring(q))
+      local keys = client:keys("*" .. prefix .. "*")
+      table.sort(keys)
+      local tag = "{" .. prefix .. ":default}"
+      assert.same({ tag .. ":jobs", tag .. ":kinds", tag .. ":meta", tag .. ":r:k" }, keys)
+      assert.equal("hwtimer.durable", client:hget(tag .. ":meta", "app"))
+      q = assert(open())
+      assert.equal(1, q:pending())
+    end)
+
+    it("refuses keys of another type or another program, and leaves them as they were", function()
+      local tag = "{" .. prefix .. ":default}"
+      client:set(tag .. ":jobs", "someone else's")
+      local queue, err = open()
+      assert.is_nil(queue)
+      assert.equal("hwtimer.durable: redis " .. tag .. ": key " .. tag ..
+        ":jobs is a string, not a hash (not a hwtimer.durable store)", err)
+      assert.equal("someone else's", client:get(tag .. ":jobs"))
+      client:del(tag .. ":jobs")
+      client:hset(tag .. ":jobs", "x", "y")
+      queue, err = open()
+      assert.is_nil(queue)
+      assert.equal("hwtimer.durable: redis " .. tag .. ": not a hwtimer.durable store (no " .. tag .. ":meta)", err)
+      client:hset(tag .. ":meta", "app", "sidekiq")
+      queue, err = open()
+      assert.is_nil(queue)
+      assert.equal("hwtimer.durable: redis " .. tag .. ": not a hwtimer.durable store (" .. tag ..
+        ":meta app is sidekiq)", err)
+      client:hset(tag .. ":meta", "app", "hwtimer.durable")
+      client:hset(tag .. ":meta", "format", "7")
+      queue, err = open()
+      assert.is_nil(queue)
+      assert.equal("hwtimer.durable: redis " .. tag .. ": store format 7, this module reads 1", err)
+      client:hset(tag .. ":meta", "format", "1")
+      client:sadd(tag .. ":kinds", "k")
+      client:set(tag .. ":r:k", "x")
+      queue, err = open()
+      assert.is_nil(queue)
+      assert.equal("hwtimer.durable: redis " .. tag .. ": key " .. tag ..
+        ":r:k is a string, not a zset (not a hwtimer.durable store)", err)
+    end)
+
+    it("returns nil, message when Redis cannot be reached", function()
+      local queue, err = open({ redis = function() return redis.connect("127.0.0.1", N.free_port()) end })
+      assert.is_nil(queue)
+      assert.matches("^hwtimer.durable: redis {" .. prefix .. ":default}: cannot connect: .*connection refused", err)
+    end)
+
+    it("raises on bad arguments, naming them", function()
+      assert.has_error(function() durable.open(timer, { redis = {}, prefix = "app" }) end,
+        "bad argument #2 to 'open' (option 'redis': Redis client (with evalsha and script methods) or function expected)")
+      assert.has_error(function() durable.open(timer, { redis = client, prefix = "" }) end,
+        "bad argument #2 to 'open' (option 'prefix': non-empty string expected)")
+      assert.has_error(function() durable.open(timer, { redis = client, path = "x.db" }) end,
+        "bad argument #2 to 'open' (options 'path' and 'redis' exclude each other)")
+      assert.has_error(function() durable.open(timer, { redis = client, windwo = 1 }) end,
+        "bad argument #2 to 'open' (unknown option 'windwo')")
+    end)
+  end)
+
+  describe("q:schedule", function()
+    it("runs the handler with the job once it is due by the server's clock, never earlier", function()
+      q = assert(open())
+      local got, at
+      q:handle("close_order", function(job) got, at = job, server_now() end)
+      local before = server_now()
+      local id = assert(q:schedule("close_order", 0.2, "order 17"))
+      assert.equal(24, #id)
+      assert.truthy(wait(function() return got end))
+      assert.equal(id, got.id)
+      assert.equal("close_order", got.kind)
+      assert.equal("order 17", got.payload)
+      assert.equal(1, got.attempt)
+      assert.is_true(got.due >= before + 0.2 and got.due <= before + 0.25, "due " .. (got.due - before))
+      assert.is_true(at >= got.due, "ran early")
+      assert.is_true(at - got.due < 0.1 * SLOW, "ran " .. (at - got.due) .. " s late")
+      assert.is_nil(q:get(id))
+      assert.equal(0, q:pending())
+    end)
+
+    it("is durable when it returns: another client sees the job", function()
+      q = assert(open())
+      assert.equal("order-1", q:schedule("k", 60, nil, { id = "order-1" }))
+      assert.equal(1, client:hexists("{" .. prefix .. ":default}:jobs", "order-1") and 1 or 0)
+      assert.equal(1, client:zcard("{" .. prefix .. ":default}:r:k"))
+    end)
+
+    it("keeps a binary payload and nil apart from the empty string", function()
+      q = assert(open())
+      local bytes = "a\0b\r\n" .. string.char(255) .. "{x}:"
+      q:schedule("k", 60, bytes, { id = "b" })
+      q:schedule("k", 60, "", { id = "e" })
+      q:schedule("k", 60, nil, { id = "n" })
+      assert.equal(bytes, q:get("b").payload)
+      assert.equal("", q:get("e").payload)
+      assert.is_nil(q:get("n").payload)
+    end)
+
+    it("replaces the job when opts.id exists, even of another kind", function()
+      q = assert(open())
+      local runs = {}
+      q:handle("k", function(job) runs[#runs + 1] = job.payload end)
+      q:handle("other", function(job) runs[#runs + 1] = "other " .. job.payload end)
+      q:schedule("k", 0.1, "first", { id = "x" })
+      q:schedule("k", 0.2, "second", { id = "x" })
+      assert.equal(1, q:pending())
+      assert.equal("second", q:get("x").payload)
+      q:schedule("other", 0.25, "third", { id = "x" })
+      assert.equal(1, q:pending())
+      wait(function() return false end, 0.5)
+      assert.same({ "other third" }, runs)
+    end)
+
+    it("takes a delay of 0 or less as due now", function()
+      q = assert(open())
+      local n = 0
+      q:handle("k", function() n = n + 1 end)
+      q:schedule("k", 0)
+      q:schedule("k", -5)
+      assert.is_true(wait(function() return n == 2 end))
+    end)
+
+    it("raises on bad arguments, naming them", function()
+      q = assert(open())
+      assert.has_error(function() q:schedule(nil, 1) end,
+        "bad argument #1 to 'schedule' (non-empty string expected, got nil)")
+      assert.has_error(function() q:schedule("k", "1") end,
+        "bad argument #2 to 'schedule' (finite number of seconds up to 1e9 expected, got string)")
+      assert.has_error(function() q:schedule("k", 1, {}) end,
+        "bad argument #3 to 'schedule' (string or nil expected, got table)")
+      assert.has_error(function() q:schedule("k", 1, nil, { id = 5 }) end,
+        "bad argument #4 to 'schedule' (option 'id': non-empty string expected, got number)")
+      assert.equal(0, q:pending())
+    end)
+  end)
+
+  describe("q:at", function()
+    it("runs at epoch seconds of the server's clock", function()
+      q = assert(open())
+      local got, at
+      q:handle("k", function(job) got, at = job, server_now() end)
+      local when = server_now() + 0.15
+      local id = q:at("k", when, "p")
+      assert.near(when, q:get(id).due, 1e-6)
+      assert.truthy(wait(function() return got end))
+      assert.near(when, got.due, 1e-6)
+      assert.is_true(at >= got.due, "ran early")
+    end)
+  end)
+
+  describe("the clock", function()
+    it("is the server's: a client that believes it is 5 s later runs nothing early", function()
+      q = assert(open())
+      local engine = q._engine
+      local real_now = engine.now
+      engine.now = function(self) return real_now(self) + 5 end -- this client's clock is 5 s fast
+      local got, at
+      q:handle("k", function(job) got, at = job, server_now() end)
+      local due = server_now() + 0.3
+      q:at("k", due)
+      assert.truthy(wait(function() return got end))
+      engine.now = real_now
+      assert.is_true(at >= due, "ran " .. (due - at) .. " s early")
+      assert.is_true(at - due < 0.1 * SLOW, "ran " .. (at - due) .. " s late")
+    end)
+  end)
+
+  describe("q:every", function()
+    it("runs a durable periodic job until cancelled", function()
+      q = assert(open())
+      local runs = {}
+      q:handle("tick", function(job) runs[#runs + 1] = job end)
+      local id = q:every("tick", 0.1, "hb")
+      assert.is_true(wait(function() return #runs >= 3 end))
+      assert.equal(1, q:pending())
+      for _, job in ipairs(runs) do
+        assert.equal(id, job.id)
+        assert.equal(1, job.attempt)
+        assert.equal(0.1, job.every)
+      end
+      assert.near(0.1, runs[2].due - runs[1].due, 1e-6)
+      assert.is_true(q:cancel(id))
+      local n = #runs
+      wait(function() return false end, 0.3)
+      assert.equal(n, #runs)
+    end)
+
+    it("runs once, not once per period, after missing several", function()
+      q = assert(open())
+      local id = q:every("tick", 0.1)
+      local due = q:get(id).due
+      q:close()
+      sleep(0.55) -- five periods with no process
+      q = assert(open())
+      local runs, first_at = {}, nil
+      q:handle("tick", function(job)
+        runs[#runs + 1] = job
+        first_at = first_at or server_now()
+      end)
+      assert.is_true(wait(function() return #runs >= 1 end, 1))
+      wait(function() return false end, 0.05)
+      assert.near(due, runs[1].due, 1e-6)
+      for i = 2, #runs do
+        assert.is_true(runs[i].due > first_at - 0.002, "a missed period ran again")
+      end
+    end)
+  end)
+
+  describe("q:cancel", function()
+    it("returns true once, and the job never runs", function()
+      q = assert(open())
+      local ran = false
+      q:handle("k", function() ran = true end)
+      local id = q:schedule("k", 0.1)
+      assert.is_true(q:cancel(id))
+      assert.is_false(q:cancel(id))
+      assert.is_false(q:cancel("never-was"))
+      wait(function() return false end, 0.25)
+      assert.is_false(ran)
+      assert.equal(0, q:pending())
+    end)
+  end)
+
+  describe("q:get, q:pending", function()
+    it("counts every process's jobs; keeps queues apart", function()
+      q = assert(open())
+      local other = assert(open())
+      local third = assert(open({ queue = "mail" }))
+      q:schedule("a", 60)
+      other:schedule("b", 60, nil, { id = "bb" })
+      third:schedule("a", 60)
+      assert.equal(2, q:pending())
+      assert.equal(1, third:pending())
+      assert.equal("b", q:get("bb").kind)
+      assert.is_nil(third:get("bb"))
+      assert.is_nil(q:get("unknown"))
+    end)
+  end)
+
+  describe("retries and dead jobs", function()
+    it("retries a failing job with backoff, then it is dead, kept until cancelled", function()
+      local errors = {}
+      q = assert(open({ attempts = 3, backoff = { delay = 0.05, factor = 2 },
+                        on_error = function(err, job) errors[#errors + 1] = { err = err, job = job } end }))
+      local attempts = {}
+      q:handle("k", function(job)
+        attempts[#attempts + 1] = { job.attempt, server_now() }
+        error("boom " .. job.attempt, 0)
+      end)
+      local id = q:schedule("k", 0, "p")
+      assert.is_true(wait(function() return #q:dead() == 1 end))
+      assert.equal(3, #attempts)
+      assert.is_true(attempts[2][2] - attempts[1][2] >= 0.05, "retried before its backoff")
+      assert.is_true(attempts[3][2] - attempts[2][2] >= 0.1, "retried before its backoff")
+      local dead = q:dead()[1]
+      assert.equal(id, dead.id)
+      assert.is_true(dead.dead)
+      assert.equal("boom 3", dead.error)
+      assert.equal(3, dead.attempt)
+      assert.equal("p", dead.payload)
+      assert.equal(3, #errors)
+      assert.equal(id, errors[1].job.id)
+      assert.equal(0, q:pending())
+      wait(function() return false end, 0.2)
+      assert.equal(3, #attempts)
+      assert.is_true(q:cancel(id))
+      assert.same({}, q:dead())
+    end)
+
+    it("runs a job again after an error until it succeeds", function()
+      q = assert(open({ backoff = { delay = 0.01 }, on_error = function() end }))
+      local n = 0
+      q:handle("k", function()
+        n = n + 1
+        if n < 3 then error("not yet") end
+      end)
+      q:schedule("k", 0)
+      assert.is_true(wait(function() return n == 3 and q:pending() == 0 end))
+    end)
+  end)
+
+  describe("q:batch", function()
+    it("stores many jobs in one script call", function()
+      q = assert(open())
+      local ran = 0
+      q:handle("k", function() ran = ran + 1 end)
+      assert.is_true(q:batch(function(b)
+        for i = 1, 10 do b:schedule("k", 0.05, tostring(i)) end
+        assert.equal(0, client:zcard("{" .. prefix .. ":default}:r:k")) -- not before the commit
+      end))
+      assert.equal(10, q:pending())
+      assert.is_true(wait(function() return ran == 10 end))
+    end)
+
+    it("sends nothing when fn raises, and raises again", function()
+      q = assert(open())
+      assert.has_error(function()
+        q:batch(function(b)
+          b:schedule("k", 1)
+          error("changed my mind", 0)
+        end)
+      end, "changed my mind")
+      assert.equal(0, q:pending())
+    end)
+  end)
+
+  describe("the window", function()
+    it("holds only jobs due within the window in the wheel, and runs later ones on time", function()
+      q = assert(open({ window = 0.4 }))
+      local base = timer:pending()
+      local ran = {}
+      q:handle("k", function(job) ran[#ran + 1] = server_now() - job.due end)
+      for i = 1, 50 do q:schedule("k", 0.1 + i * 0.005) end
+      for i = 1, 200 do q:schedule("k", 0.6 + i * 0.001) end
+      assert.equal(base + 50, timer:pending())
+      assert.is_true(wait(function() return #ran == 250 end))
+      table.sort(ran)
+      assert.is_true(ran[1] >= 0, "early")
+      assert.is_true(ran[#ran] < 0.1 * SLOW, "late by " .. ran[#ran])
+    end)
+
+    it("picks up promptly what another process scheduled inside its window", function()
+      q = assert(open({ poll = 0.02 }))
+      local other = assert(open()) -- its own client and owner: another process to the store
+      local late
+      q:handle("k", function(job) late = server_now() - job.due end)
+      other:schedule("k", 0.1)
+      assert.truthy(wait(function() return late end))
+      assert.is_true(late >= 0 and late < 0.05 * SLOW, "late by " .. late)
+      late = nil
+      other:schedule("k", 0.005) -- shorter than the poll: run at the next poll
+      assert.truthy(wait(function() return late end))
+      assert.is_true(late >= 0 and late < 0.06 * SLOW, "late by " .. late)
+    end)
+  end)
+
+  describe("a due job with no handler in this process", function()
+    it("stays stored and unclaimed until a handler for its kind exists", function()
+      q = assert(open({ sweep = 0.05 }))
+      local id = q:schedule("unknown_kind", 0)
+      wait(function() return false end, 0.2)
+      local job = q:get(id)
+      assert.equal(0, job.attempt)
+      assert.is_nil(job.leased)
+      local ran
+      q:handle("unknown_kind", function(j) ran = j end)
+      assert.truthy(wait(function() return ran end))
+      assert.equal(1, ran.attempt)
+    end)
+  end)
+
+  describe("restart", function()
+    it("runs overdue jobs oldest first, in batches that keep the loop responsive", function()
+      q = assert(open({ batch = 200 }))
+      local now = server_now()
+      assert(q:batch(function(b)
+        for i = 2000, 1, -1 do b:at("k", now - 100 + i * 0.01, nil, { id = tostring(i) }) end
+      end))
+      q:close()
+      q = assert(open({ batch = 200 }))
+      local order, ticks, ticks_at, beating = {}, 0, {}, true
+      local function tick()
+        ticks = ticks + 1
+        if beating then timer:schedule(0, tick) end
+      end
+      timer:schedule(0, tick)
+      q:handle("k", function(job)
+        order[#order + 1] = tonumber(job.id)
+        ticks_at[#order] = ticks
+      end)
+      assert.is_true(wait(function() return #order == 2000 and q:pending() == 0 end, 20))
+      beating = false
+      for i = 1, 2000 do assert.equal(i, order[i]) end
+      assert.is_true(ticks_at[2000] - ticks_at[1] >= 5, "the loop ran nothing else during the catch-up")
+    end)
+  end)
+
+  describe("faults", function()
+    it("loads its scripts again after SCRIPT FLUSH, losing nothing", function()
+      q = assert(open())
+      local ran = {}
+      q:handle("k", function(job) ran[job.payload] = (ran[job.payload] or 0) + 1 end)
+      for i = 1, 20 do assert(q:schedule("k", 0.01 * i, tostring(i))) end
+      wait(function() return ran["10"] end)
+      local function loaded(name)
+        local r = client:script("exists", q._engine.sha[name])[1]
+        return r == true or r == 1
+      end
+      assert.is_true(loaded("claim"))
+      client:script("flush") -- a restarted server, a failover, an operator
+      assert.is_false(loaded("claim"))
+      for i = 21, 40 do assert(q:schedule("k", 0.01 * (i - 20), tostring(i))) end
+      assert.is_true(wait(function() return q:pending() == 0 end))
+      for i = 1, 40 do assert.equal(1, ran[tostring(i)], "job " .. i) end
+      assert.is_true(loaded("claim") and loaded("put"))
+    end)
+
+    it("gives nil, message while Redis is down; nothing accepted is lost; recovers once it is back", function()
+      local s = persistent_redis()
+      finally(function() s.stop() end)
+      s.start()
+      local errors = {}
+      q = assert(open({ redis = function() return redis.connect("127.0.0.1", s.port) end,
+                        on_error = function(err) errors[#errors + 1] = err end }))
+      local ran = {}
+      q:handle("k", function(job) ran[#ran + 1] = job.payload end)
+      for i = 1, 3 do assert(q:schedule("k", 0.4, "before " .. i)) end
+      s.kill9()
+      local id, err = q:schedule("k", 0.1, "while down")
+      assert.is_nil(id)
+      assert.matches("^hwtimer.durable: ", err)
+      local n, perr = q:pending()
+      assert.is_nil(n)
+      assert.is_string(perr)
+      wait(function() return false end, 0.5) -- the loop goes on; passes report to on_error
+      assert.same({}, ran)
+      assert.is_true(#errors > 0)
+      s.start() -- the append-only file brings back every accepted job
+      assert(q:schedule("k", 0, "after"))
+      assert.is_true(wait(function() return #ran == 4 end))
+      table.sort(ran)
+      assert.same({ "after", "before 1", "before 2", "before 3" }, ran)
+      assert.equal(0, q:pending())
+    end)
+  end)
+
+  describe("q:handle, q:close", function()
+    it("raises on bad arguments and after close", function()
+      q = assert(open())
+      assert.has_error(function() q:handle(1, print) end,
+        "bad argument #1 to 'handle' (non-empty string expected, got number)")
+      assert.has_error(function() q:handle("k", 1) end,
+        "bad argument #2 to 'handle' (function expected, got number)")
+      q:close()
+      q:close()
+      assert.has_error(function() q:schedule("k", 1) end, "attempt to use a closed queue")
+      assert.has_error(function() q:pending() end, "attempt to use a closed queue")
+    end)
+  end)
+
+  ---------------------------------------------------------------------------
+  -- Processes
+  ---------------------------------------------------------------------------
+
+  local function start_worker(lease, exit_when_empty, stall, log)
+    local cmd = string.format("%s spec/durable/redis_worker.lua %d '%s' %s %s %s >'%s' 2>&1 & echo $!",
+      lua, port, prefix, lease, exit_when_empty and "1" or "0", stall and "1" or "0", log)
+    return (shell(cmd):match("%d+"))
+  end
+
+  local function runs_of()
+    local list = client:lrange("runs:" .. prefix, 0, -1)
+    local counts, by_pid = {}, {}
+    for _, r in ipairs(list) do
+      local id, pid = r:match("^(%S+) (%d+)$")
+      counts[id] = (counts[id] or 0) + 1
+      by_pid[pid] = (by_pid[pid] or 0) + 1
+    end
+    return counts, by_pid, #list
+  end
+
+  local function logdir() return (shell("mktemp -d /tmp/hwtimer-redis-w.XXXXXX"):gsub("%s+$", "")) end
+
+  it("runs a job again after its lease expires when its process was killed with kill -9", function()
+    local dir = logdir()
+    finally(function() sh("rm -rf '" .. dir .. "'") end)
+    q = assert(open({ sweep = 0.05 }))
+    q:schedule("job", 0, nil, { id = "x" })
+    local pid = start_worker(2, false, true, dir .. "/w.log") -- lease 2 s, stalls in the job
+    local limit = hwtimer.now() + 10 * SLOW
+    while runs_of()["x"] == nil and hwtimer.now() < limit do sleep(0.01) end
+    assert.equal(1, runs_of()["x"], helpers.read_file(dir .. "/w.log"))
+    local lease_end = tonumber(client:zscore("{" .. prefix .. ":default}:r:job", "x")) / 1e6
+    assert.is_true(q:get("x").leased)
+    sh("kill -9 " .. pid)
+    assert.is_true(wait_exit(pid, 5))
+    local got, at
+    q:handle("job", function(job) got, at = job, server_now() end)
+    local since = math.max(lease_end, server_now())
+    assert.truthy(wait(function() return got end))
+    assert.equal(2, got.attempt)
+    assert.is_true(at >= lease_end, "ran " .. (lease_end - at) .. " s before its lease expired")
+    assert.is_true(at - since < 0.2 * SLOW, "reclaimed " .. (at - since) .. " s late")
+    assert.equal(0, q:pending())
+  end)
+
+  it("three processes on one store run every job exactly once", function()
+    local dir = logdir()
+    finally(function() sh("rm -rf '" .. dir .. "'") end)
+    local n = 3000
+    q = assert(open())
+    local now = server_now()
+    assert(q:batch(function(b)
+      for i = 1, n do b:at("job", now + 1 + 1.5 * i / n, nil, { id = "j" .. i }) end
+    end))
+    local pids = {}
+    for i = 1, 3 do pids[i] = start_worker(30, true, false, dir .. "/w" .. i .. ".log") end
+    for i = 1, 3 do
+      assert.is_true(wait_exit(pids[i], 60), "worker " .. i .. " did not finish")
+    end
+    local counts, by_pid, total = runs_of()
+    for i = 1, n do assert.equal(1, counts["j" .. i], "j" .. i) end
+    assert.equal(n, total)
+    local procs = 0
+    for _ in pairs(by_pid) do procs = procs + 1 end
+    assert.is_true(procs >= 2, "one process ran every job")
+    assert.equal(0, q:pending())
+  end)
+end)
