@@ -67,3 +67,41 @@ describe("timer:run's gc_step", function()
     assert.has_error(function() timer:run(0, 5) end)
   end)
 end)
+
+describe("dispatching", function()
+  local timer
+  before_each(function() timer = hwtimer.new({ tick = 0.001 }) end)
+  after_each(function()
+    timer:close()
+    collectgarbage("restart")
+  end)
+
+  -- What the collector must clean up after the timer: nothing per callback.
+  local function grown_by(fn)
+    collectgarbage()
+    collectgarbage()
+    collectgarbage("stop")
+    local before = collectgarbage("count")
+    fn()
+    return (collectgarbage("count") - before) * 1024
+  end
+
+  it("allocates nothing per callback", function()
+    local n = 0
+    local function cb(_, a, b) n = n + a + b end
+    for _ = 1, 10000 do timer:schedule(0, cb, 1, 2) end
+    local bytes = grown_by(function() timer:dispatch() end)
+    assert.equal(30000, n)
+    assert.is_true(bytes < 1024, ("%d bytes for 10,000 callbacks"):format(bytes))
+  end)
+
+  it("allocates nothing per dispatch in run (a periodic timeout, 1 ms apart)", function()
+    local n = 0
+    local e = timer:every(0.001, function() n = n + 1 end)
+    timer:run(0.01)
+    local bytes = grown_by(function() timer:run(0.1) end)
+    e:cancel()
+    assert.is_true(n > 20)
+    assert.is_true(bytes < 512, ("%d bytes over %d runs"):format(bytes, n))
+  end)
+end)
