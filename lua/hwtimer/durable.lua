@@ -136,9 +136,17 @@ end
 
 local pass -- forward
 
+-- At an nginx worker's exit hwtimer.ngx calls the callbacks of the pending
+-- timeouts once more, each cancelled: nothing is due then (the jobs stay in
+-- the store for the next process), so every callback here returns at once.
+local function cancelled(t)
+  local ok, state = pcall(function() return t:state() end)
+  return ok and state == "cancelled"
+end
+
 -- A key's timeout: the claim pass runs whatever is due by its ready time.
-local function fire(_, self, key, ready)
-  if self._closed then return end
+local function fire(t, self, key, ready)
+  if self._closed or cancelled(t) then return end
   self._loaded[key] = nil
   pass(self, ready)
 end
@@ -162,9 +170,9 @@ end
 -- Run a pass soon (next dispatch), at most one queued at a time.
 local function soon(self, delay)
   if self._soon or self._closed then return end
-  self._soon = self._timer:schedule(delay or 0, function()
+  self._soon = self._timer:schedule(delay or 0, function(t)
     self._soon = nil
-    pass(self)
+    if not cancelled(t) then pass(self) end
   end)
 end
 
@@ -179,8 +187,8 @@ local function load_rows(self, rows, n)
 end
 
 -- The refill: every window/2, load what came inside the window.
-local function refill(_, self)
-  if self._closed then return end
+local function refill(t, self)
+  if self._closed or cancelled(t) then return end
   local horizon = self._now() + self._window
   local rows, n = self._engine:range(self._loaded_until - 1e-9, horizon)
   if not rows then
@@ -353,7 +361,7 @@ function M.open(timer, opts)
   load_rows(self, rows, n)
   self._next_sweep = now + o.sweep
   self._refill = timer:schedule(o.window / 2, refill, self)
-  self._poll = timer:every(o.poll, function() poll(self) end)
+  self._poll = timer:every(o.poll, function(t) if not cancelled(t) then poll(self) end end)
   soon(self) -- what came due while no process ran
   return self
 end
