@@ -1,4 +1,4 @@
--- bench/durable.lua: what hwtimer.durable (SQLite engine) costs, one line per figure.
+-- bench/durable.lua: what hwtimer.durable costs, one line per figure (SQLite, then Redis).
 --   lua bench/durable.lua [scale] [dir]
 -- scale 1 (default): 20,000 schedules one at a time, 200,000 in one batch,
 -- 20,000 jobs due in 1-2 s for lateness, 10^6 stored far jobs for RSS, 10^5
@@ -142,3 +142,130 @@ do
 end
 
 for _, name in ipairs({ "bench_schedule.db", "bench_late.db", "bench_far.db", "bench_over.db" }) do fresh(name) end
+
+---------------------------------------------------------------------------
+-- The Redis engine, on a redis-server of its own (loopback, no persistence,
+-- stopped by its pid), through redis-lua: the same rows, plus Redis's memory
+-- per job and the pickup of a job another process scheduled.
+---------------------------------------------------------------------------
+
+local function find_redis_lua()
+  if pcall(require, "redis") then return require("redis") end
+  package.path = package.path .. ";/usr/share/lua/5.3/?.lua" -- Debian's lua-redis lists 5.1-5.3
+  local ok, redis = pcall(require, "redis")
+  return ok and redis or nil
+end
+local have_N, N = pcall(require, "spec.nginx")
+local redis = have_N and find_redis_lua()
+if not (redis and os.execute("command -v redis-server >/dev/null 2>&1")) then
+  print("durable (Redis): skipped, needs redis-server, luasocket and redis-lua (Debian lua-redis)")
+  return
+end
+
+local server = N.start_redis()
+local function connect() return redis.connect("127.0.0.1", server.port) end
+local ok, err = pcall(function()
+  local admin = connect()
+  local version = admin:info("server").server.redis_version
+  print(string.format("== hwtimer.durable (Redis engine) on %s, Redis %s, redis-lua, loopback", lua, version))
+
+  local function used_memory() return tonumber(admin:info("memory").memory.used_memory) end
+  local function ready_wait(timer, done, secs)
+    local limit = hwtimer.now() + secs
+    while not done() and hwtimer.now() < limit do timer:run(0.02) end
+  end
+
+  -- Schedules per second: a script call each, then q:batch of 1,000 (one call each).
+  do
+    local timer = hwtimer.new()
+    local q = assert(durable.open(timer, { redis = connect(), prefix = "bench_schedule" }))
+    local t0 = hwtimer.now()
+    for _ = 1, n_one do assert(q:schedule("far", 3600)) end
+    print(string.format("durable (Redis) schedules one at a time (a script call each): %.0f /s  (%d jobs)",
+      n_one / (hwtimer.now() - t0), n_one))
+    t0 = hwtimer.now()
+    for _ = 1, n_batch / 1000 do
+      assert(q:batch(function(b)
+        for _ = 1, 1000 do b:schedule("far", 3600) end
+      end))
+    end
+    print(string.format("durable (Redis) schedules batched (q:batch of 1,000, one script call each): %.0f /s  (%d jobs)",
+      n_batch / (hwtimer.now() - t0), n_batch))
+    q:close()
+    timer:close()
+    admin:flushall()
+  end
+
+  -- Lateness of jobs due in 1-2 s: from the due time (the server's clock,
+  -- as the engine tracks it) to the handler.
+  do
+    local timer = hwtimer.new()
+    local q = assert(durable.open(timer, { redis = connect(), prefix = "bench_late" }))
+    local engine, late = q._engine, {}
+    q:handle("soon", function(job) late[#late + 1] = engine:now() - job.due end)
+    for c = 0, n_late / 1000 - 1 do
+      assert(q:batch(function(b)
+        for i = c * 1000 + 1, c * 1000 + 1000 do b:schedule("soon", 1 + i / n_late) end
+      end))
+    end
+    ready_wait(timer, function() return #late >= n_late end, 10)
+    table.sort(late)
+    print(string.format("durable (Redis) lateness of %d jobs due in 1-2 s: p50 %.2f ms, p99 %.2f ms, max %.2f ms, early %d",
+      #late, pct(late, 0.5) * 1e3, pct(late, 0.99) * 1e3, late[#late] * 1e3, late[1] < 0 and 1 or 0))
+    q:close()
+    timer:close()
+    admin:flushall()
+  end
+
+  -- Redis's memory per stored job: 10^5 far jobs with a 10-byte payload.
+  do
+    local n = math.floor(100000 * scale)
+    local timer = hwtimer.new()
+    local q = assert(durable.open(timer, { redis = connect(), prefix = "bench_mem" }))
+    local before = used_memory()
+    for c = 0, n / 1000 - 1 do
+      assert(q:batch(function(b)
+        for i = c * 1000 + 1, c * 1000 + 1000 do b:schedule("far", 3600 + i, "order-" .. (1000 + i % 9000)) end
+      end))
+    end
+    local after = used_memory()
+    local hash = admin:eval("return redis.call('MEMORY', 'USAGE', KEYS[1], 'SAMPLES', 0)", 1, "{bench_mem:default}:jobs")
+    local zset = admin:eval("return redis.call('MEMORY', 'USAGE', KEYS[1], 'SAMPLES', 0)", 1, "{bench_mem:default}:r:far")
+    print(string.format("durable (Redis) memory per stored job (%d jobs, 24-digit ids, 10-byte payloads): " ..
+      "%.0f B by INFO used_memory (MEMORY USAGE: %.0f B in the jobs hash + %.0f B in the kind's sorted set)",
+      n, (after - before) / n, hash / n, zset / n))
+    q:close()
+    timer:close()
+    admin:flushall()
+  end
+
+  -- Pickup: jobs another process schedules (its own client, its own queue
+  -- object), due in 0.2 s (inside the window) and due at once (delay 0).
+  do
+    local timer = hwtimer.new()
+    local q = assert(durable.open(timer, { redis = connect(), prefix = "bench_pick" }))
+    local other = assert(durable.open(timer, { redis = connect(), prefix = "bench_pick" }))
+    local engine = q._engine
+    local function run(delay, count)
+      local late = {}
+      q:handle("pick", function(job) late[#late + 1] = engine:now() - job.due end)
+      for i = 1, count do
+        other:schedule("pick", delay)
+        ready_wait(timer, function() return #late >= i end, 2)
+        timer:run(0.003 * (i % 7)) -- scheduled at a random point of the poll's period
+      end
+      table.sort(late)
+      return late
+    end
+    local soon = run(0.2, 100)
+    local now = run(0, 200)
+    print(string.format("durable (Redis) pickup of another process's jobs (poll 0.05 s): due in 0.2 s late p50 %.2f ms, " ..
+      "p99 %.2f ms; due at once late p50 %.1f ms, p99 %.1f ms, max %.1f ms", pct(soon, 0.5) * 1e3,
+      pct(soon, 0.99) * 1e3, pct(now, 0.5) * 1e3, pct(now, 0.99) * 1e3, now[#now] * 1e3))
+    q:close()
+    other:close()
+    timer:close()
+  end
+end)
+server.stop()
+if not ok then error(err, 0) end

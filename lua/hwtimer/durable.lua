@@ -307,7 +307,7 @@ function pass(self, min_cutoff)
     return
   end
   local cutoff = max(self._now(), min_cutoff or 0)
-  if #self._acks == 0 and not self._engine:probe(cutoff) then return end
+  if #self._acks == 0 and not self._engine:probe(cutoff, min_cutoff) then return end
   self._running = true
   local rows, n = claim(self, cutoff)
   if not rows then

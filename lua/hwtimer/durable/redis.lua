@@ -150,6 +150,7 @@ function E.open(o, owner)
   local base = "{" .. o.prefix .. ":" .. o.queue .. "}"
   local self = setmetatable({
     name = "redis " .. base, owner = owner, offset = 0, sha = {}, kinds = {}, handled = {},
+    claimed_until = 0,
     keys = { base .. ":jobs", base .. ":kinds", base .. ":dead", base .. ":meta" },
   }, E)
   if type(o.redis) == "function" or (getmetatable(o.redis) and not o.redis.evalsha) then
@@ -230,6 +231,7 @@ function E:dead()
 end
 
 function E:handle(kind, on)
+  self.claimed_until = 0 -- the last claim did not take this kind
   if on and not self.handled[kind] then
     self.handled[kind] = true
     self.kinds[#self.kinds + 1] = kind
@@ -297,8 +299,12 @@ function E:changes(hi)
   return { { next_ready, next_ready / 1e6 } }, 1
 end
 
--- A claim costs one script call whatever is due: no probe first.
-function E:probe() return true end
+-- Worth a claim? Not for a timeout whose ready time the last claim had
+-- reached already (it took every due job of the handled kinds then): many
+-- jobs due within one tick make one script call, not one each.
+function E:probe(_, ready)
+  return not ready or ready > self.claimed_until
+end
 
 ---------------------------------------------------------------------------
 -- Claim and acknowledge
@@ -332,6 +338,8 @@ function E:claim(acks, _, lease, batch, hi)
     (table.unpack or unpack)(self.kinds))
   if not res then return nil, err end
   local nreload = tonumber(res[3])
+  local rows_n = (#res - 3 - nreload) / 11
+  self.claimed_until = rows_n < batch and tonumber(res[1]) / 1e6 or 0
   local reload = rows_of(res, 4, 3 + nreload, hi)
   local next_ready = tonumber(res[2])
   if next_ready ~= 0 and next_ready / 1e6 < hi then reload[#reload + 1] = { next_ready, next_ready / 1e6 } end

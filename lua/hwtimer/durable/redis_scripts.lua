@@ -156,7 +156,7 @@ return { now, 0 }
 -- id that exists replaces it (its lease, attempts and death go with it).
 -- Returns { now, due... }.
 S.put = script([[
-local field, out = reader(ARGV[1]), { now }
+local field, out, kinds = reader(ARGV[1]), { now }, {}
 while true do
   local id = field()
   if not id then break end
@@ -171,7 +171,10 @@ while true do
   end
   redis.call('HSET', JOBS, id, pack(kind, due, every, 0, '', has == '1' and payload, false, 0))
   redis.call('ZADD', rkey(kind), due, id)
-  redis.call('SADD', KINDS, kind)
+  if not kinds[kind] then
+    kinds[kind] = true
+    redis.call('SADD', KINDS, kind)
+  end
   out[#out + 1] = due
 end
 return out
