@@ -89,18 +89,33 @@ local function client(self)
     return nil, "cannot connect: " .. tostring(ok and err or c)
   end
   self.client = c
+  -- lua-resty-redis's, in nginx: back to the pool after each command
+  self.pooled = rawget(_G, "ngx") ~= nil and type(c.set_keepalive) == "function"
   return c
 end
 
 -- One command on the client: res or nil, message, server (true when the
 -- server answered with an error, false when the connection failed).
+-- A lua-resty-redis client made by opts.redis (a function) goes back to
+-- nginx's pool after each command and is taken again for the next: a
+-- cosocket belongs to the request or timer context that made it, and the
+-- jobs run in many.
 function E:command(method, ...)
   local c, err = client(self)
   if not c then return nil, err, false end
   local ok, res, e = pcall(c[method], c, ...)
-  if ok and res and not null(res) then return res end
+  if ok and res and not null(res) then
+    if self.connect and self.pooled then
+      self.client = nil
+      pcall(c.set_keepalive, c, 10000, 16)
+    end
+    return res
+  end
   local msg, from_server = server_error(ok and (e or "no reply") or res)
-  if not from_server and self.connect then self.client = nil end -- reconnect next time
+  if self.connect and (self.pooled or not from_server) then
+    self.client = nil -- a new one next time
+    if from_server then pcall(c.set_keepalive, c, 10000, 16) end
+  end
   return nil, msg, from_server
 end
 
