@@ -105,3 +105,86 @@ describe("dispatching", function()
     assert.is_true(bytes < 512, ("%d bytes over %d runs"):format(bytes, n))
   end)
 end)
+
+describe("the loop glue's gc_step", function()
+  local function optional(name)
+    local ok, m = pcall(require, name)
+    return ok and m or nil
+  end
+  local timer
+  before_each(function() timer = hwtimer.new({ tick = 0.001 }) end)
+  after_each(function()
+    timer:close()
+    collectgarbage("restart")
+  end)
+
+  -- The glue waits 0.2 s for the one timeout, with the automatic collector
+  -- stopped: only the glue's own steps can free the garbage.
+  local function freed_while(drive, opts)
+    local fired = false
+    timer:schedule(0.2, function() fired = true end)
+    collectgarbage()
+    collectgarbage()
+    collectgarbage("stop")
+    make_garbage()
+    local before = collectgarbage("count")
+    drive(opts, function() return fired end)
+    assert.is_true(fired)
+    return before - collectgarbage("count")
+  end
+
+  local uv = optional("luv")
+  it("luv: attach(timer, { gc_step = secs })", function()
+    if not uv then return pending("luv is not installed for " .. _VERSION) end
+    local glue = require("hwtimer.luv")
+    local function drive(opts, done)
+      local poll = glue.attach(timer, opts)
+      local guard = uv.new_timer() -- never hang the suite
+      guard:start(5000, 0, function() uv.stop() end)
+      while not done() and guard:is_active() do uv.run("once") end
+      glue.detach(poll)
+      guard:close()
+      uv.run("nowait")
+    end
+    assert.is_true(freed_while(drive, { gc_step = 0.1 }) > 1000)
+    assert.is_true(freed_while(drive, nil) <= 0)
+    assert.has_error(function() glue.attach(timer, { gc_step = -1 }) end,
+      "bad argument #2 to 'attach' (option 'gc_step': boolean or seconds from 0 to 1 expected)")
+    assert.has_error(function() glue.attach(timer, { batch = 1 }) end,
+      "bad argument #2 to 'attach' (option 'batch': unknown option)")
+  end)
+
+  local cqueues = optional("cqueues")
+  it("cqueues: attach(timer, cq, { gc_step = secs })", function()
+    if not cqueues then return pending("cqueues is not installed for " .. _VERSION) end
+    local glue = require("hwtimer.cqueues")
+    local function drive(opts, done)
+      local cq = cqueues.new()
+      local attached = glue.attach(timer, cq, opts)
+      cq:wrap(function()
+        local limit = cqueues.monotime() + 5
+        while not done() and cqueues.monotime() < limit do cqueues.sleep(0.01) end
+        attached.detach()
+      end)
+      assert(cq:loop())
+    end
+    assert.is_true(freed_while(drive, { gc_step = 0.1 }) > 1000)
+    assert.is_true(freed_while(drive, {}) <= 0)
+    assert.has_error(function() glue.attach(timer, cqueues.new(), { gc_step = "on" }) end,
+      "bad argument #3 to 'attach' (option 'gc_step': boolean or seconds from 0 to 1 expected)")
+  end)
+
+  local copas = optional("copas")
+  it("copas: step(timer, max_wait, { gc_step = secs })", function()
+    if not copas then return pending("copas is not installed for " .. _VERSION) end
+    local glue = require("hwtimer.copas")
+    local function drive(opts, done)
+      local limit = hwtimer.now() + 5
+      while not done() and hwtimer.now() < limit do glue.step(timer, 0.3, opts) end
+    end
+    assert.is_true(freed_while(drive, { gc_step = 0.1 }) > 1000)
+    assert.is_true(freed_while(drive, nil) <= 0)
+    assert.has_error(function() glue.step(timer, 0.3, { gc_step = 5 }) end,
+      "bad argument #3 to 'step' (option 'gc_step': boolean or seconds from 0 to 1 expected)")
+  end)
+end)

@@ -83,11 +83,15 @@ end
 -- next event and max_wait (default 0.05 s), then the due callbacks. Returns
 -- how many callbacks started (0 once the timer is stopped or closed). opts:
 -- on_error(err, t, traceback), batch (most callbacks a step, default 1000),
--- dispatch (true: timer:dispatch(), no yields).
+-- dispatch (true: timer:dispatch(), no yields), gc_step (as timer:run's:
+-- step the collector before copas waits, within the timer's next deadline
+-- and max_wait; a socket that becomes ready meanwhile waits as long).
 function M.step(timer, max_wait, opts)
   if opts then R.check_opts(opts, "step") else opts = {} end
   if not usable(timer) then return 0 end
   max_wait = max_wait or 0.05
+  local gc = R.gc_budget(opts.gc_step)
+  if gc then R.gc_idle(timer, gc, math.min(timer:timeout() or max_wait, max_wait)) end
   local wait = timer:timeout()
   if not wait or wait > max_wait then wait = max_wait end
   copas.step(wait)

@@ -123,6 +123,7 @@ end
 local function serve(self)
   local timer = self.timer
   while not self.detached and usable(timer) do
+    if self.gc then R.gc_idle(timer, self.gc, timer:timeout()) end
     wait(self, timer)
     if self.detached then break end
     local ok, err = pcall(self.run, self)
@@ -138,7 +139,10 @@ end
 --- attach(timer, [cq], [opts]): run the timer's callbacks on the controller
 -- cq (a new one if not given). opts: on_error(err, t, traceback); batch
 -- (callbacks run before other coroutines get a turn, default 1000);
--- dispatch (true: timer:dispatch(), no yields). Returns the handle (with
+-- dispatch (true: timer:dispatch(), no yields); gc_step (as timer:run's:
+-- step the collector before the attached coroutine waits, within the
+-- timer's next deadline; the controller's other coroutines wait as long).
+-- Returns the handle (with
 -- detach() and running(): callbacks suspended in the controller) and cq.
 function M.attach(timer, cq, opts)
   opts = opts or {}
@@ -147,7 +151,7 @@ function M.attach(timer, cq, opts)
   local self = { timer = timer, take = timer.take, done = timer.done, fd = timer:getfd(),
                  cq = cq, wake = condition.new(), pool = {}, running = 0, budget = 0,
                  detached = false, on_error = opts.on_error, batch = opts.batch or 1000,
-                 run = opts.dispatch and run_dispatch or run_due }
+                 run = opts.dispatch and run_dispatch or run_due, gc = R.gc_budget(opts.gc_step) }
   local wake = self.wake
   timer:wakeup(function() wake:signal() end)
   local attached = {}
