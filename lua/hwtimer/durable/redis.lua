@@ -88,9 +88,10 @@ local function client(self)
   if not ok or null(c) or not c then
     return nil, "cannot connect: " .. tostring(ok and err or c)
   end
-  self.client = c
-  -- lua-resty-redis's, in nginx: back to the pool after each command
+  -- lua-resty-redis's, in nginx: one from the pool for each command, never
+  -- kept here (commands of different contexts run at once: each yields)
   self.pooled = rawget(_G, "ngx") ~= nil and type(c.set_keepalive) == "function"
+  if not self.pooled then self.client = c end
   return c
 end
 
@@ -104,19 +105,14 @@ function E:command(method, ...)
   local c, err = client(self)
   if not c then return nil, err, false end
   local ok, res, e = pcall(c[method], c, ...)
-  if ok and res and not null(res) then
-    if self.connect and self.pooled then
-      self.client = nil
-      pcall(c.set_keepalive, c, 10000, 16)
-    end
-    return res
+  local msg, from_server
+  if not (ok and res and not null(res)) then
+    msg, from_server = server_error(ok and (e or "no reply") or res)
+    if self.connect and not from_server then self.client = nil end -- a new one next time
   end
-  local msg, from_server = server_error(ok and (e or "no reply") or res)
-  if self.connect and (self.pooled or not from_server) then
-    self.client = nil -- a new one next time
-    if from_server then pcall(c.set_keepalive, c, 10000, 16) end
-  end
-  return nil, msg, from_server
+  if self.pooled and (res or from_server) then pcall(c.set_keepalive, c, 10000, 16) end
+  if msg then return nil, msg, from_server end
+  return res
 end
 
 local function load_script(self, name)
