@@ -67,7 +67,7 @@ int hwt_worker_service(struct hwt_worker *w)
 	int64_t now_ns;
 	uint64_t now;
 	int more;
-	hwt_lock(&w->mu);
+	pthread_mutex_lock(&w->mu);
 	now_ns = hwt_clock_ns();
 	now = tick_of(w, now_ns);
 	if (now > w->wheel.now)
@@ -75,18 +75,18 @@ int hwt_worker_service(struct hwt_worker *w)
 	signal_due(w);
 	more = hwt_wheel_work(&w->wheel, 0); /* only asks */
 	plan_wake(w);
-	hwt_unlock(&w->mu);
+	pthread_mutex_unlock(&w->mu);
 	return more;
 }
 
 int hwt_worker_work(struct hwt_worker *w)
 {
 	int more;
-	hwt_lock(&w->mu);
+	pthread_mutex_lock(&w->mu);
 	more = hwt_wheel_work(&w->wheel, WORK_CHUNK);
 	if (!more)
 		plan_wake(w); /* a finished job's deadline is no longer an event */
-	hwt_unlock(&w->mu);
+	pthread_mutex_unlock(&w->mu);
 	return more;
 }
 
@@ -108,7 +108,7 @@ int hwt_worker_init(struct hwt_worker *w, int64_t tick_ns, unsigned bits)
 		hwt_wheel_free(&w->wheel);
 		return err;
 	}
-	if ((err = hwt_lock_init(&w->mu))) {
+	if ((err = pthread_mutex_init(&w->mu, NULL))) {
 		hwt_pipe_close(w->fds);
 		hwt_wheel_free(&w->wheel);
 	}
@@ -132,7 +132,7 @@ void hwt_worker_stop(struct hwt_worker *w)
 
 void hwt_worker_destroy(struct hwt_worker *w)
 {
-	hwt_lock_destroy(&w->mu);
+	pthread_mutex_destroy(&w->mu);
 	hwt_pipe_close(w->fds);
 	hwt_wheel_free(&w->wheel);
 }
@@ -191,36 +191,36 @@ static void catch_up(struct hwt_worker *w, int64_t now_ns)
 
 void hwt_worker_add(struct hwt_worker *w, struct hwt_node *n, uint64_t tick, int64_t now_ns)
 {
-	hwt_lock(&w->mu);
+	pthread_mutex_lock(&w->mu);
 	catch_up(w, now_ns);
 	hwt_wheel_add(&w->wheel, n, tick);
 	notice(w, n);
-	hwt_unlock(&w->mu);
+	pthread_mutex_unlock(&w->mu);
 }
 
 void hwt_worker_move(struct hwt_worker *w, struct hwt_node *n, uint64_t tick, int64_t now_ns)
 {
-	hwt_lock(&w->mu);
+	pthread_mutex_lock(&w->mu);
 	catch_up(w, now_ns);
 	if (!hwt_wheel_move(&w->wheel, n, tick))
 		notice(w, n); /* it moved: maybe earlier than the worker plans to wake */
-	hwt_unlock(&w->mu);
+	pthread_mutex_unlock(&w->mu);
 }
 
 void hwt_worker_add_due(struct hwt_worker *w, struct hwt_node *n)
 {
 	uint64_t tick = current_tick(w);
-	hwt_lock(&w->mu);
+	pthread_mutex_lock(&w->mu);
 	hwt_wheel_add_due(&w->wheel, n, tick);
 	signal_due(w);
-	hwt_unlock(&w->mu);
+	pthread_mutex_unlock(&w->mu);
 }
 
 void hwt_worker_del(struct hwt_worker *w, struct hwt_node *n)
 {
-	hwt_lock(&w->mu);
+	pthread_mutex_lock(&w->mu);
 	hwt_wheel_del(&w->wheel, n);
-	hwt_unlock(&w->mu);
+	pthread_mutex_unlock(&w->mu);
 }
 
 /* Called with the lock held. A host that wakes at a deadline itself (its
@@ -237,32 +237,32 @@ static void expire_for_host(struct hwt_worker *w, int64_t now_ns)
 
 void hwt_worker_take(struct hwt_worker *w, struct hwt_link *into, int64_t now_ns)
 {
-	hwt_lock(&w->mu);
+	pthread_mutex_lock(&w->mu);
 	expire_for_host(w, now_ns);
 	hwt_list_splice(into, &w->wheel.due);
 	if (w->signalled) {
 		w->signalled = 0;
 		hwt_pipe_consume(w->fds[0]);
 	}
-	hwt_unlock(&w->mu);
+	pthread_mutex_unlock(&w->mu);
 }
 
 void hwt_worker_rearm(struct hwt_worker *w)
 {
-	hwt_lock(&w->mu);
+	pthread_mutex_lock(&w->mu);
 	if (!w->signalled) {
 		w->signalled = 1;
 		hwt_pipe_signal(w->fds[1]);
 	}
-	hwt_unlock(&w->mu);
+	pthread_mutex_unlock(&w->mu);
 }
 
 uint64_t hwt_worker_next(struct hwt_worker *w)
 {
 	uint64_t next;
-	hwt_lock(&w->mu);
+	pthread_mutex_lock(&w->mu);
 	next = hwt_list_empty(&w->wheel.due) ? hwt_wheel_next(&w->wheel) : 0;
-	hwt_unlock(&w->mu);
+	pthread_mutex_unlock(&w->mu);
 	return next;
 }
 
@@ -270,10 +270,10 @@ size_t hwt_worker_count_due(struct hwt_worker *w)
 {
 	size_t n = 0;
 	const struct hwt_link *l;
-	hwt_lock(&w->mu);
+	pthread_mutex_lock(&w->mu);
 	for (l = w->wheel.due.next; l != &w->wheel.due; l = l->next)
 		n++;
-	hwt_unlock(&w->mu);
+	pthread_mutex_unlock(&w->mu);
 	return n;
 }
 

@@ -17,7 +17,6 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "lock.h"
 #include "wheel.h"
 
 /* Internal to the module: called directly, never through the PLT, and not
@@ -32,7 +31,7 @@
  * the lock, or 48 bytes after it, W1's cancel measured 13-20 ns slower
  * (Lua 5.4, x86-64; interleaved runs), with nothing else changed. */
 struct hwt_worker {
-	hwt_lock_t mu;          /* guards the wheel, wake_at and signalled */
+	pthread_mutex_t mu;     /* guards the wheel, wake_at and signalled */
 	char gap[56];
 	struct hwt_wheel wheel;
 	uint64_t wake_at;       /* tick the driver next services this worker at */
