@@ -621,6 +621,53 @@ describe("hwtimer.durable with Redis", function()
     assert.equal(0, q:pending())
   end)
 
+  it("kill -9 amid 5,000 jobs: after a restart every job ran, twice only if it was in flight", function()
+    local dir = logdir()
+    finally(function() sh("rm -rf '" .. dir .. "'") end)
+    local n = 5000
+    q = assert(open())
+    local now = server_now()
+    assert(q:batch(function(b)
+      for i = 1, n do b:at("job", now + 0.5 * i / n, nil, { id = "j" .. i }) end
+    end))
+    local pid = start_worker(1, false, false, dir .. "/w1.log")
+    local limit = hwtimer.now() + 30 * SLOW
+    while select(3, runs_of()) < n / 3 and hwtimer.now() < limit do sleep(0.002) end
+    sh("kill -9 " .. pid)
+    assert.is_true(wait_exit(pid, 5))
+    local _, _, ran_before = runs_of()
+    assert.is_true(ran_before >= n / 3 and ran_before < n, "killed after " .. ran_before .. " runs")
+    local in_flight = {}
+    for _, id in ipairs(client:eval([[
+      local out = {}
+      local all = redis.call('HGETALL', KEYS[1])
+      for i = 1, #all, 2 do
+        local owner = select(5, cmsgpack.unpack(all[i + 1]))
+        if owner ~= '' then out[#out + 1] = all[i] end
+      end
+      return out]], 1, "{" .. prefix .. ":default}:jobs")) do
+      in_flight[id] = true
+    end
+    pid = start_worker(1, true, false, dir .. "/w2.log")
+    assert.is_true(wait_exit(pid, 60), "the restarted worker did not finish")
+    local counts = runs_of()
+    local dup, missing, flight = 0, 0, 0
+    for _ in pairs(in_flight) do flight = flight + 1 end
+    for i = 1, n do
+      local c = counts["j" .. i]
+      if not c then
+        missing = missing + 1
+      elseif c > 1 then
+        dup = dup + 1
+        assert.is_true(in_flight["j" .. i], "j" .. i .. " ran twice but was not in flight")
+      end
+    end
+    assert.equal(0, missing)
+    assert.equal(0, q:pending())
+    assert.is_true(dup <= flight)
+    print(string.format("\n    kill -9 after %d of %d runs: %d in flight, %d ran twice", ran_before, n, flight, dup))
+  end)
+
   it("three processes on one store run every job exactly once", function()
     local dir = logdir()
     finally(function() sh("rm -rf '" .. dir .. "'") end)
