@@ -47,12 +47,13 @@ local plan = {
   w3 = { "hwtimer", "luv", "heap", "netty" },
   w4 = { "hwtimer", "luv", "heap", "netty", "core" },
   -- W5 on the Lua this bench runs (5.4 by default) and on LuaJIT, per collector setting
-  w5 = { "w5-lua-default", "w5-lua-inc", "w5-lua-gen", "w5-lua-stop", "w5-lua-gc_step", "w5-jit-default",
+  w5 = { "w5-lua-default", "w5-lua-inc", "w5-lua-steps10", "w5-lua-gen", "w5-lua-stop", "w5-lua-gc_step", "w5-jit-default",
          "w5-jit-gc_step" },
 }
 local order = { "w1", "w2b", "w2c", "w3", "w4", "w5" }
 local W5_LABEL = {
-  default = "default collector", inc = "incremental 150,200,8", gen = "generational",
+  default = "default collector", inc = "incremental 150,200,8", steps10 = "incremental 0,0,10",
+  gen = "generational",
   stop = "collector stopped", gc_step = "timer:run{gc_step=true}",
 }
 

@@ -9,6 +9,7 @@
 -- usage: lua bench/w5.lua MODE [scale]
 --   MODE   default      the Lua's own collector settings
 --          inc          collectgarbage("incremental", 150, 200, 8)    (5.4)
+--          steps10      collectgarbage("incremental", 0, 0, 10): only the step size (1 KB)
 --          gen          collectgarbage("generational")                (5.4)
 --          gc_step      default settings, timer:run{ gc_step = true }
 --          inc_gc_step  both
@@ -27,6 +28,8 @@ local REQUEST_TIMEOUT, LOST, FAILED, MAX_ATTEMPTS, BACKOFF = 0.2, 0.02, 0.05, 4,
 local run_opts
 if MODE == "inc" or MODE == "inc_gc_step" then
   assert(collectgarbage("incremental", 150, 200, 8), "this Lua has no collectgarbage('incremental')")
+elseif MODE == "steps10" then
+  assert(collectgarbage("incremental", 0, 0, 10), "this Lua has no collectgarbage('incremental')")
 elseif MODE == "gen" then
   assert(collectgarbage("generational"), "this Lua has no generational mode")
 elseif MODE == "stop" then
