@@ -1,11 +1,23 @@
 /*
- * pipe.c: the wake-up pipe (see pipe.h). Plain pipe(2) plus fcntl, which
- * every POSIX system has, rather than Linux's pipe2 or eventfd.
+ * pipe.c: the wake-up descriptor (see pipe.h). An eventfd on Linux, which
+ * costs one descriptor a timer instead of two; plain pipe(2) plus fcntl,
+ * which every POSIX system has, elsewhere and as the fallback.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <unistd.h>
+#if defined(__linux__) && !defined(HWT_NO_EVENTFD)
+#include <sys/eventfd.h>
+#define HAVE_EVENTFD 1
+#endif
 #include "pipe.h"
+
+/* An eventfd is both ends at once. */
+static int is_eventfd(const int fds[2])
+{
+	return fds[0] == fds[1];
+}
 
 static int set_flags(int fd)
 {
@@ -20,6 +32,15 @@ static int set_flags(int fd)
 int hwt_pipe_open(int fds[2])
 {
 	int err;
+#if defined(HAVE_EVENTFD)
+	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (fd >= 0) {
+		fds[0] = fds[1] = fd;
+		return 0;
+	}
+	if (errno != ENOSYS && errno != EINVAL)
+		return errno; /* out of descriptors or memory: a pipe would fail too */
+#endif
 	if (pipe(fds) < 0) {
 		fds[0] = fds[1] = -1;
 		return errno;
@@ -31,26 +52,27 @@ int hwt_pipe_open(int fds[2])
 	return 0;
 }
 
-void hwt_pipe_signal(int wfd)
+void hwt_pipe_signal(const int fds[2])
 {
+	uint64_t one = 1; /* an eventfd takes 8 bytes, a pipe the first */
+	size_t n = is_eventfd(fds) ? sizeof one : 1;
 	char b = 1;
-	while (write(wfd, &b, 1) < 0 && errno == EINTR)
+	while (write(fds[1], is_eventfd(fds) ? (const void *)&one : (const void *)&b, n) < 0 && errno == EINTR)
 		;
 }
 
-void hwt_pipe_consume(int rfd)
+void hwt_pipe_consume(const int fds[2])
 {
-	char b;
-	while (read(rfd, &b, 1) < 0 && errno == EINTR)
+	uint64_t buf; /* an eventfd's count is read (and reset) whole */
+	while (read(fds[0], &buf, is_eventfd(fds) ? sizeof buf : 1) < 0 && errno == EINTR)
 		;
 }
 
 void hwt_pipe_close(int fds[2])
 {
-	int i;
-	for (i = 0; i < 2; i++)
-		if (fds[i] >= 0) {
-			close(fds[i]);
-			fds[i] = -1;
-		}
+	if (fds[0] >= 0)
+		close(fds[0]);
+	if (fds[1] >= 0 && fds[1] != fds[0])
+		close(fds[1]);
+	fds[0] = fds[1] = -1;
 }

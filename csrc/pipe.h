@@ -1,9 +1,12 @@
 /*
- * pipe.h: the wake-up pipe between the worker thread and the host's loop.
+ * pipe.h: the wake-up descriptor between the driver thread and the host's loop.
  *
- * Both ends are non-blocking and close-on-exec. The protocol keeps at most one
- * byte in flight per "there is work" edge, so a write never fills the pipe and
- * the worker never blocks on it, however long the host is away.
+ * On Linux an eventfd: one descriptor, both ends (fds[0] == fds[1]).
+ * Elsewhere, or where eventfd fails (a kernel without it), a pipe: read end
+ * and write end. Non-blocking and close-on-exec either way. The protocol
+ * keeps at most one signal in flight per "there is work" edge, so a write
+ * never fills the pipe (nor overflows the counter) and the driver never
+ * blocks on it, however long the host is away.
  */
 #ifndef HWT_PIPE_H
 #define HWT_PIPE_H
@@ -13,13 +16,14 @@
 #pragma GCC visibility push(hidden)
 #endif
 
-/* Open the pipe into fds[0] (read end) and fds[1]; returns 0 or an errno. */
+/* Open into fds[0] (what the host polls for reading) and fds[1] (what the
+ * driver writes to; the same descriptor for an eventfd); 0 or an errno. */
 int hwt_pipe_open(int fds[2]);
-/* Make the read end readable: write one byte (EINTR retried, EAGAIN ignored). */
-void hwt_pipe_signal(int wfd);
-/* Consume one byte, if there is one; never blocks. */
-void hwt_pipe_consume(int rfd);
-/* Close both ends (those still open) and mark them -1. */
+/* Make fds[0] readable (EINTR retried, EAGAIN ignored). */
+void hwt_pipe_signal(const int fds[2]);
+/* Consume the signal, if there is one; never blocks. */
+void hwt_pipe_consume(const int fds[2]);
+/* Close what is open (an eventfd once) and mark both -1. */
 void hwt_pipe_close(int fds[2]);
 
 #if defined(__GNUC__)

@@ -42,7 +42,7 @@ static void signal_due(struct hwt_worker *w)
 {
 	if (!w->signalled && !hwt_list_empty(&w->wheel.due)) {
 		w->signalled = 1;
-		hwt_pipe_signal(w->fds[1]);
+		hwt_pipe_signal(w->fds);
 	}
 }
 
@@ -242,7 +242,7 @@ void hwt_worker_take(struct hwt_worker *w, struct hwt_link *into, int64_t now_ns
 	hwt_list_splice(into, &w->wheel.due);
 	if (w->signalled) {
 		w->signalled = 0;
-		hwt_pipe_consume(w->fds[0]);
+		hwt_pipe_consume(w->fds);
 	}
 	pthread_mutex_unlock(&w->mu);
 }
@@ -252,7 +252,7 @@ void hwt_worker_rearm(struct hwt_worker *w)
 	pthread_mutex_lock(&w->mu);
 	if (!w->signalled) {
 		w->signalled = 1;
-		hwt_pipe_signal(w->fds[1]);
+		hwt_pipe_signal(w->fds);
 	}
 	pthread_mutex_unlock(&w->mu);
 }

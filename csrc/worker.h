@@ -42,7 +42,7 @@ struct hwt_worker {
 	struct hwt_link drv_link; /* the driver's, under its lock: in its queue of drain work */
 	int64_t origin;         /* constant: clock value of tick 0, in ns */
 	int64_t tick_ns;        /* constant: length of a tick */
-	int fds[2];             /* constant: the pipe, read end first */
+	int fds[2];             /* constant: the wake-up descriptor (pipe.h): polled, written */
 };
 
 /* Set up (wheel of 2^bits slots a level, pipe, lock); returns 0 or an errno. */

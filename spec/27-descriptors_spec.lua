@@ -1,0 +1,59 @@
+-- Descriptors per timer: on Linux one eventfd; elsewhere a pipe's two ends.
+local hwtimer = require("hwtimer")
+
+-- This process's pid, then its open descriptors counted in /proc/<pid>/fd
+-- (the listing's own pipe is open in every count alike).
+local function my_pid()
+  local f = io.open("/proc/self/stat")
+  if not f then return nil end
+  local pid = f:read("*l"):match("^(%d+)")
+  f:close()
+  return pid
+end
+
+local function count_fds(pid)
+  local n = 0
+  local p = io.popen("ls /proc/" .. pid .. "/fd")
+  for _ in p:lines() do n = n + 1 end
+  p:close()
+  return n
+end
+
+describe("descriptors per timer", function()
+  local pid = my_pid()
+
+  it("is one on Linux (an eventfd), and all are given back at close", function()
+    if not pid then return pending("no /proc: not Linux") end
+    local before = count_fds(pid)
+    local timers = {}
+    for i = 1, 20 do timers[i] = hwtimer.new() end
+    local during = count_fds(pid)
+    for i = 1, 20 do timers[i]:close() end
+    local after = count_fds(pid)
+    assert.equal(20, during - before)
+    assert.equal(before, after)
+  end)
+
+  it("still wakes a host that polls it", function()
+    local timer = hwtimer.new({ tick = 0.001 })
+    local ran = 0
+    for i = 1, 50 do timer:schedule(i * 0.001, function() ran = ran + 1 end) end
+    local limit = hwtimer.now() + 5
+    while ran < 50 and hwtimer.now() < limit do timer:run(0.1) end
+    assert.equal(50, ran)
+    -- the descriptor is readable while something is due, and only then
+    local util = require("hwtimer_testutil")
+    assert.is_false(util.readable(timer:getfd(), 0))
+    timer:schedule(0, function() ran = ran + 1 end)
+    assert.is_true(util.readable(timer:getfd(), 1))
+    assert.is_true(util.readable(timer:getfd(), 0)) -- polling does not consume it
+    timer:dispatch()
+    assert.equal(51, ran)
+    assert.is_false(util.readable(timer:getfd(), 0))
+    timer:schedule(0.01, function() ran = ran + 1 end)
+    assert.is_true(util.readable(timer:getfd(), 5)) -- the driver's signal
+    timer:dispatch()
+    assert.equal(52, ran)
+    timer:close()
+  end)
+end)
