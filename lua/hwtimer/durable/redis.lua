@@ -55,6 +55,18 @@ end
 
 local function us(seconds) return format("%.0f", ceil(seconds * 1e6)) end
 
+-- The fields of a length-prefixed blob, in turn (nil at the end).
+local function fields_of(b)
+  local pos, find, sub = 1, string.find, string.sub
+  return function()
+    local c = find(b, ":", pos, true)
+    if not c then return nil end
+    local n = tonumber(sub(b, pos, c - 1))
+    pos = c + 1 + n
+    return sub(b, c + 1, c + n)
+  end
+end
+
 -- A length-prefixed blob of fields ("3:abc0:"), one script argument.
 local function blob(parts)
   for i = 1, #parts do
@@ -295,7 +307,11 @@ end
 function E:range(lo, hi)
   local res, err = self:run("range", format("%.0f", floor(lo * 1e6)), us(hi))
   if not res then return nil, err end
-  local rows = rows_of(res, 2, #res)
+  local rows = {}
+  for s in fields_of(res[2]) do
+    local ready = tonumber(s)
+    rows[#rows + 1] = { ready, ready / 1e6 }
+  end
   return rows, #rows
 end
 
@@ -348,17 +364,22 @@ function E:claim(acks, _, lease, batch, hi)
   local res, err = self:run("claim", self.owner, acks_blob(acks), us(lease), tostring(batch),
     (table.unpack or unpack)(self.kinds))
   if not res then return nil, err end
-  local nreload = tonumber(res[3])
-  local rows_n = (#res - 3 - nreload) / 11
-  self.claimed_until = rows_n < batch and tonumber(res[1]) / 1e6 or 0
-  local reload = rows_of(res, 4, 3 + nreload, hi)
+  local reload = {}
+  for s in fields_of(res[3]) do
+    local ready = tonumber(s)
+    if ready / 1e6 < hi then reload[#reload + 1] = { ready, ready / 1e6 } end
+  end
   local next_ready = tonumber(res[2])
   if next_ready ~= 0 and next_ready / 1e6 < hi then reload[#reload + 1] = { next_ready, next_ready / 1e6 } end
-  local rows = {}
-  for i = 4 + nreload, #res, 11 do
-    local job = job_of(res, i + 2, res[i + 1])
-    rows[#rows + 1] = { tonumber(res[i]), job.id, job.kind, job.payload, job.due, job.attempt, job.every }
+  local rows, f, field = {}, {}, fields_of(res[4])
+  while true do
+    local ready = field()
+    if not ready then break end
+    for i = 1, 10 do f[i] = field() end -- id, then a job's nine fields
+    local job = job_of(f, 2, f[1])
+    rows[#rows + 1] = { tonumber(ready), job.id, job.kind, job.payload, job.due, job.attempt, job.every }
   end
+  self.claimed_until = #rows < batch and tonumber(res[1]) / 1e6 or 0
   return rows, #rows, reload
 end
 

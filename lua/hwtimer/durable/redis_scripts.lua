@@ -44,6 +44,16 @@ local function reader(blob)
     return s
   end
 end
+-- the values of t as one length-prefixed blob (integers in full): a reply
+-- of one element instead of many, which a client reads much faster
+local function blob(t)
+  for i = 1, #t do
+    local v = t[i]
+    if type(v) == 'number' then v = string.format('%.0f', v) end
+    t[i] = #v .. ':' .. v
+  end
+  return table.concat(t)
+end
 -- a job as replies carry it: kind, has payload, payload, due, attempt, every, dead, error, leased
 local function fields(out, raw)
   local kind, due, every, attempt, owner, payload, err, dead = unpack(raw)
@@ -222,10 +232,10 @@ for _, kind in ipairs(redis.call('SMEMBERS', KINDS)) do n = n + redis.call('ZCAR
 return { now, n }
 ]])
 
--- Range: ARGV[1], ARGV[2] bounds (excluded). Returns { now, ready... },
--- each distinct ready time of any kind once.
+-- Range: ARGV[1], ARGV[2] bounds (excluded). Returns { now, blob of the
+-- ready times }, each distinct ready time of any kind once.
 S.range = script([[
-local out, seen = { now }, {}
+local out, seen = {}, {}
 for _, kind in ipairs(redis.call('SMEMBERS', KINDS)) do
   local r = redis.call('ZRANGEBYSCORE', rkey(kind), '(' .. ARGV[1], '(' .. ARGV[2], 'WITHSCORES')
   for i = 2, #r, 2 do
@@ -236,7 +246,7 @@ for _, kind in ipairs(redis.call('SMEMBERS', KINDS)) do
     end
   end
 end
-return out
+return { now, blob(out) }
 ]])
 
 -- Peek (the poll): ARGV the handled kinds. Returns { now, earliest ready }.
@@ -255,8 +265,8 @@ return reload
 -- lease (microseconds), ARGV[4] most jobs, ARGV[5...] the handled kinds.
 -- Takes the due jobs of those kinds, oldest ready first, moving each one's
 -- ready time to the end of its lease. Returns { now, earliest ready left,
--- count of new ready times, those times..., then per job: its ready time,
--- id, fields... }.
+-- blob of the acknowledgements' new ready times, blob of the jobs: per job
+-- its ready time, id, fields... }.
 S.claim = script([[
 local owner, lease, most = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
 local kinds = {}
@@ -285,10 +295,7 @@ for i = 1, math.min(most, #due) do
     fields(rows, raw)
   end
 end
-local out = { now, earliest(kinds), #reload }
-for i = 1, #reload do out[#out + 1] = reload[i] end
-for i = 1, #rows do out[#out + 1] = rows[i] end
-return out
+return { now, earliest(kinds), blob(reload), blob(rows) }
 ]], true)
 
 return S
