@@ -444,10 +444,10 @@ describe("hwtimer.durable with Redis", function()
   describe("the window", function()
     it("holds only jobs due within the window in the wheel, and runs later ones on time", function()
       q = assert(open({ window = 0.4 }))
-      timer:run(0.01) -- the pass open queued (delay 0) has run: it would expire while we count
-      local base = timer:pending()
       local ran = {}
       q:handle("k", function(job) ran[#ran + 1] = server_now() - job.due end)
+      timer:run(0.01) -- the pass queued at delay 0 has run: it would expire while we count
+      local base = timer:pending()
       for i = 1, 50 do q:schedule("k", 0.1 + i * 0.005) end
       for i = 1, 200 do q:schedule("k", 0.6 + i * 0.001) end
       assert.equal(base + 50, timer:pending())
