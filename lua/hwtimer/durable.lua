@@ -252,16 +252,31 @@ local function load_all(self, reload)
   end
 end
 
-local function flush_acks(self)
+-- Take the pending acknowledgements for a write to the store; give them
+-- back (before any made meanwhile) when it failed. Taken before the call:
+-- with Redis in nginx the call yields, and a pass may add acks meanwhile.
+local function take_acks(self)
   local acks = self._acks
-  if #acks == 0 then return true end
+  self._acks = {}
+  return acks
+end
+
+local function give_back(self, acks)
+  local later = self._acks
+  for i = 1, #later do acks[#acks + 1] = later[i] end
+  self._acks = acks
+end
+
+local function flush_acks(self)
+  if #self._acks == 0 then return true end
+  local acks = take_acks(self)
   local reload, err = self._engine:ack(acks, self._loaded_until)
   if not reload then
+    give_back(self, acks)
     report(self, "acknowledge: " .. tostring(err))
     soon(self, 0.05)
     return nil
   end
-  self._acks = {}
   load_all(self, reload)
   return true
 end
@@ -274,10 +289,13 @@ end
 -- Claim what is due (the engine writes the previous batch's
 -- acknowledgements with it), returning the rows.
 local function claim(self, cutoff)
-  local rows, n, reload = self._engine:claim(self._acks, cutoff, self._lease, self._batch,
+  local acks = take_acks(self)
+  local rows, n, reload = self._engine:claim(acks, cutoff, self._lease, self._batch,
     self._loaded_until)
-  if not rows then return nil, n end
-  self._acks = {}
+  if not rows then
+    give_back(self, acks)
+    return nil, n
+  end
   load_all(self, reload)
   return rows, n
 end
