@@ -420,6 +420,43 @@ describe("hwtimer.durable", function()
       assert.is_nil(q:get("gone"))
       assert.has_error(function() q:batch(1) end, "bad argument #1 to 'batch' (function expected, got number)")
     end)
+
+    -- In nginx, cqueues or copas the batch's function may yield: other
+    -- coroutines run meanwhile, and what they write must not ride in (and
+    -- fall out with) a batch that is not theirs.
+    it("refuses other coroutines' writes while its function is yielded; claims wait for it", function()
+      if _VERSION == "Lua 5.1" and not jit then
+        return pending("Lua 5.1's pcall is not yieldable: there q:batch's function cannot yield")
+      end
+      local ran, errors = {}, 0
+      q = assert(open({ on_error = function() errors = errors + 1 end }))
+      q:handle("k", function(job) ran[#ran + 1] = job.id end)
+      assert(q:schedule("k", 60, nil, { id = "kept" }))
+      local co = coroutine.create(function()
+        return q:batch(function(b)
+          assert(b:schedule("k", 0, nil, { id = "inside" }))
+          coroutine.yield()
+          assert(b:schedule("k", 0, nil, { id = "inside 2" }))
+        end)
+      end)
+      assert(coroutine.resume(co)) -- now yielded inside the batch
+      local busy = "hwtimer.durable: a batch is open in another coroutine (q:batch's function yielded)"
+      assert.same({ nil, busy }, { q:schedule("k", 0, nil, { id = "outside" }) })
+      assert.same({ nil, busy }, { q:cancel("kept") })
+      assert.same({ nil, busy }, { q:batch(function() error("not called") end) })
+      timer:run(0.1) -- due jobs wait for the batch: no claim inside its transaction
+      assert.same({}, ran)
+      assert.equal(0, errors)
+      local ok, res = coroutine.resume(co)
+      assert.is_true(ok)
+      assert.is_true(res)
+      assert(q:schedule("k", 0, nil, { id = "outside" }))
+      assert.is_true(wait(function() return #ran == 3 end))
+      table.sort(ran)
+      assert.same({ "inside", "inside 2", "outside" }, ran)
+      assert.truthy(q:get("kept"))
+      assert.equal(0, errors)
+    end)
   end)
 
   describe("the window", function()

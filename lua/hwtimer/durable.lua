@@ -124,6 +124,16 @@ local function live(self, fname)
   if self._closed then error("attempt to use a closed queue", 3) end
 end
 
+-- q:batch's function may yield (a cosocket in nginx, a cqueues or copas
+-- socket). Until it returns the open batch belongs to its coroutine: a write
+-- from another coroutine would fall into it, and out with it if it is rolled
+-- back, after its caller was told the job was stored. Such writes are refused
+-- (nil, message), and a claim pass waits for the batch to end.
+local MAIN = {} -- coroutine.running() is nil on the main thread of 5.1 and LuaJIT
+local function current() return coroutine.running() or MAIN end
+local BATCH_BUSY = "hwtimer.durable: a batch is open in another coroutine (q:batch's function yielded)"
+local function other_batch(self) return self._batching ~= nil and self._batching ~= current() end
+
 -- Report an error to on_error, never letting it unwind us.
 local function report(self, err, job)
   local ok, e = pcall(self._on_error, err, job)
@@ -320,6 +330,9 @@ end
 -- batches come back full, so that a backlog never stalls the loop.
 function pass(self, min_cutoff)
   if self._closed then return end
+  if self._batching then -- a yielded batch holds the store: claim once it is done
+    return soon(self, 0.001)
+  end
   if self._running then
     self._rerun = true
     return
@@ -417,6 +430,7 @@ local function put(self, fname, kind, when, relative, payload, opts, every)
       argerror(4, fname, "option 'id': non-empty string expected, got " .. type_name(id))
     end
   end
+  if other_batch(self) then return nil, BATCH_BUSY end
   id = id or self._random_id()
   local key, due = self._engine:put(id, kind, payload, when, relative, every)
   if not key then return nil, "hwtimer.durable: " .. tostring(due) end
@@ -466,11 +480,14 @@ end
 function Q:batch(fn)
   live(self, "batch")
   if not callable(fn) then argerror(1, "batch", "function expected, got " .. type_name(fn)) end
-  if self._batching then return fn(self) end -- nested: part of the outer one
+  if self._batching then -- nested: part of the outer one, if it is this coroutine's
+    if other_batch(self) then return nil, BATCH_BUSY end
+    return fn(self)
+  end
   local engine = self._engine
   local ok, err = engine:begin()
   if not ok then return nil, "hwtimer.durable: " .. tostring(err) end
-  self._batching, self._batched, self._unbatched = true, {}, {}
+  self._batching, self._batched, self._unbatched = current(), {}, {}
   local done, e = pcall(fn, self)
   local loads, unloads = self._batched, self._unbatched
   self._batching, self._batched, self._unbatched = nil, nil, nil
@@ -491,6 +508,7 @@ end
 function Q:cancel(id)
   live(self, "cancel")
   if not name(id) then argerror(1, "cancel", "non-empty string expected, got " .. type_name(id)) end
+  if other_batch(self) then return nil, BATCH_BUSY end
   local key, err = self._engine:cancel(id)
   if key == nil then return nil, "hwtimer.durable: " .. tostring(err) end
   if key == false then return false end
