@@ -573,6 +573,27 @@ describe("hwtimer.durable", function()
       assert.equal(0, q:pending())
     end)
 
+    it("reports a store that stays down at most once a second, with the count held back", function()
+      local reports = {}
+      q = assert(open({ busy_timeout = 0, poll = 0.01, on_error = function(err, job)
+        reports[#reports + 1] = { err = tostring(err), job = job }
+      end }))
+      local ran = false
+      q:handle("k", function() ran = true end)
+      assert(q:schedule("k", 0.05, nil, { id = "due while locked" }))
+      local lock = assert(sqlite.open(path))
+      assert(lock:exec("BEGIN EXCLUSIVE"))
+      local t0 = hwtimer.now()
+      while hwtimer.now() - t0 < 1.5 do timer:run(0.05) end -- a claim retry every 0.05 s, a poll every 0.01 s
+      assert(lock:exec("ROLLBACK"))
+      lock:close()
+      assert.is_true(#reports >= 1 and #reports <= 2, #reports .. " reports in 1.5 s")
+      for _, r in ipairs(reports) do assert.is_nil(r.job) end
+      assert.matches("database is locked", reports[1].err)
+      if #reports == 2 then assert.matches("%(and %d+ store errors in the last 1 s%)$", reports[2].err) end
+      assert.is_true(wait(function() return ran end)) -- nothing accepted is lost
+    end)
+
     it("gives nil, message when the disk is full, and loses nothing accepted", function()
       q = assert(open())
       local ok = 0

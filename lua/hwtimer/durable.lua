@@ -134,8 +134,25 @@ local function current() return coroutine.running() or MAIN end
 local BATCH_BUSY = "hwtimer.durable: a batch is open in another coroutine (q:batch's function yielded)"
 local function other_batch(self) return self._batching ~= nil and self._batching ~= current() end
 
--- Report an error to on_error, never letting it unwind us.
+-- Report an error to on_error, never letting it unwind us. The store's own
+-- errors (no job) come from a poll every `poll` seconds and a retry every
+-- 0.05 s while the store is down: at most one a second reaches on_error,
+-- with the count of those held back since.
+local STORE_ERRORS_EVERY = 1
+local mono = require("hwtimer.core").now
 local function report(self, err, job)
+  if not job then
+    local now = mono()
+    if now < self._quiet_until then
+      self._held_back = self._held_back + 1
+      return
+    end
+    if self._held_back > 0 then
+      err = tostring(err) .. " (and " .. self._held_back .. " store errors in the last " ..
+        STORE_ERRORS_EVERY .. " s)"
+    end
+    self._quiet_until, self._held_back = now + STORE_ERRORS_EVERY, 0
+  end
   local ok, e = pcall(self._on_error, err, job)
   if not ok then default_on_error("on_error raised: " .. tostring(e), job) end
 end
@@ -380,6 +397,7 @@ function M.open(timer, opts)
     _sweep = o.sweep, _batch = o.batch, _random_id = Engine.random_id,
     _now = function() return engine:now() end,
     _handlers = {}, _loaded = {}, _acks = {}, _next_sweep = 0, _loaded_until = 0,
+    _quiet_until = -huge, _held_back = 0,
   }, Q)
   self._db, self._st = engine.db, engine.st -- the SQLite engine's, for its specs
   local now = self._now()
