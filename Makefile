@@ -243,10 +243,11 @@ bench: deps-bench
 	@$(MAKE) --no-print-directory deps PACKAGES="$(NGX_PACKAGES)"
 	@$(MAKE) --no-print-directory LUA_VERSION=jit
 	$(RUN_ENV) $(LUA) bench/bench.lua 3 1
+	$(RUN_ENV) $(LUA) bench/timers.lua 1
 	$(NGX_BENCH) 3 1
 	@$(MAKE) --no-print-directory sqlite $(CBUILD)/sqlite_floor
 	$(RUN_ENV) $(LUA) bench/durable.lua 1 $(CBUILD)
-	$(CBUILD)/sqlite_floor $(CBUILD) $(CBUILD)/durable_schema.sql 20000 200000 NORMAL
+	$(CBUILD)/sqlite_floor $(CBUILD) $(CBUILD)/durable_schema.sql 20000 200000 NORMAL 100000
 	@$(MAKE) --no-print-directory bench-bullmq
 
 # The peer of the durable Redis mode: BullMQ's delayed jobs on a redis-server
@@ -271,6 +272,7 @@ bench-quick: deps-bench
 	@$(MAKE) --no-print-directory deps PACKAGES="$(NGX_PACKAGES)"
 	@$(MAKE) --no-print-directory LUA_VERSION=jit
 	$(RUN_ENV) $(LUA) bench/bench.lua 1 0.1
+	$(RUN_ENV) $(LUA) bench/timers.lua 0.1
 	$(NGX_BENCH) 1 0.1
 
 install: $(MODULE)
