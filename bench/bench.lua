@@ -116,10 +116,12 @@ for s, keys in pairs(results.w4) do
   if a and b then keys.growth = { b / a } end
 end
 
--- figure: workload, key, label, better ("low"/"high"), target (op, value)
+-- figure: workload, key, label, better ("low"/"high"), target (op, value).
+-- Targets are the issues' latest: issue 12 set cancel <= 80 ns (was 60) and
+-- W4 at 4e6 <= 500 ns (was 250).
 local figures = {
   { "w1", "schedule_ns", "W1 schedule (ns)", "low", "<=", 150 },
-  { "w1", "cancel_ns", "W1 cancel (ns)", "low", "<=", 60 },
+  { "w1", "cancel_ns", "W1 cancel (ns)", "low", "<=", 80 },
   { "w1", "bytes", "W1 bytes per pending", "low", "<=", 120 },
   { "w2b", "late_min_ms", "W2b lateness min (ms)", "none", ">=", 0 },
   { "w2b", "late_p50_ms", "W2b lateness p50 (ms)", "low" },
@@ -133,7 +135,7 @@ table.insert(figures, 8, { "w2b", "over_floor_late_p99_ms", "W2b p99 over the fl
 table.insert(figures, 9, { "w2b", "over_floor_late_max_ms", "W2b max over the floor (ms)", "none", "<=", 1 })
 for _, p in ipairs(sizes) do
   figures[#figures + 1] = { "w4", "pair_ns_" .. p, string.format("W4 pair at %g pending (ns)", p), "low",
-    p == largest and "<=" or nil, p == largest and 250 or nil }
+    p == largest and "<=" or nil, p == largest and 500 or nil }
 end
 figures[#figures + 1] = { "w4", "growth", string.format("W4 cost %g / cost 1e3", largest), "low", "<=", 1.3 }
 
