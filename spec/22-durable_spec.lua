@@ -218,6 +218,26 @@ describe("hwtimer.durable", function()
       assert.is_true(wait(function() return n == 2 end))
     end)
 
+    -- Ids in the order they were made keep the store's id index growing at
+    -- its right edge (README, Durable timers: batched schedules).
+    it("makes ids of 24 hex digits, unique, that sort in the order they were made", function()
+      q = assert(open())
+      local ids, seen = {}, {}
+      assert(q:batch(function(b)
+        for i = 1, 20000 do ids[i] = b:schedule("k", 3600) end
+      end))
+      for i, id in ipairs(ids) do
+        assert.matches("^%x+$", id)
+        assert.equal(24, #id)
+        assert.is_nil(seen[id], "id made twice: " .. id)
+        seen[id] = true
+        if i > 1 then assert.is_true(id > ids[i - 1], ids[i - 1] .. " then " .. id) end
+      end
+      local t0 = math.floor(wall() * 1000)
+      assert.is_true(math.abs(tonumber(ids[#ids]:sub(1, 12), 16) - t0) < 60000 * SLOW, "time part")
+      assert.equal(20000, q:pending())
+    end)
+
     it("raises on bad arguments, naming them", function()
       q = assert(open())
       assert.has_error(function() q:schedule(nil, 1) end,
