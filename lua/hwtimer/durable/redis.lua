@@ -38,8 +38,8 @@ do
   end
 end
 
--- Job ids: 24 random hex digits (hwtimer.sqlite's generator when built,
--- else /dev/urandom).
+-- Job ids: 24 hex digits, in the order they are made (hwtimer.sqlite's generator
+-- when built), else 24 random hex digits from /dev/urandom.
 do
   local ok, sqlite = pcall(require, "hwtimer.sqlite")
   if ok then
