@@ -53,6 +53,37 @@ local function pct(sorted, p)
   return sorted[math.max(1, math.ceil(#sorted * p))]
 end
 
+-- One line of lateness figures (samples in seconds, sorted here).
+local function lateness_line(label, late)
+  table.sort(late)
+  print(string.format("%s lateness of %d jobs due in 1-2 s: p50 %.2f ms, p99 %.2f ms, max %.2f ms, early %d",
+    label, #late, pct(late, 0.5) * 1e3, pct(late, 0.99) * 1e3, late[#late] * 1e3, late[1] < 0 and 1 or 0))
+end
+
+-- The catch-up after a restart: reopen() opens the queue that holds n
+-- overdue jobs of kind "over" on `timer`; they all run with a 1 ms beat
+-- beside them (its longest gap is the loop's longest pause). Returns the
+-- queue, still open.
+local function catch_up(label, timer, reopen, n)
+  local ran, gap, last = 0, 0, nil
+  local beat = timer:every(0.001, function()
+    local t = hwtimer.now()
+    if last and t - last > gap then gap = t - last end
+    last = t
+  end)
+  local t0 = hwtimer.now()
+  local q = reopen()
+  q:handle("over", function() ran = ran + 1 end)
+  -- Counted by the handler, not by q:pending() each turn: with SQLite that
+  -- is a count(*) over the rows left, a large part of the loop at 10^5.
+  while ran < n and hwtimer.now() - t0 < 60 do timer:run(0.01) end
+  local secs = hwtimer.now() - t0
+  beat:cancel()
+  print(string.format("%s catch-up after a restart: %.0f jobs/s (%d overdue jobs in %.2f s, %d left stored; " ..
+    "longest gap of a 1 ms beat %.1f ms)", label, ran / secs, ran, secs, q:pending(), gap * 1e3))
+  return q
+end
+
 local lua = _VERSION .. (jit and " (" .. jit.version .. ")" or "")
 print(string.format("== hwtimer.durable on %s, SQLite %s", lua, sqlite.sqlite_version))
 
@@ -84,9 +115,7 @@ do
   end))
   local limit = hwtimer.now() + 10
   while #late < n_late and hwtimer.now() < limit do timer:run(0.05) end
-  table.sort(late)
-  print(string.format("durable lateness of %d jobs due in 1-2 s: p50 %.2f ms, p99 %.2f ms, max %.2f ms, early %d",
-    #late, pct(late, 0.5) * 1e3, pct(late, 0.99) * 1e3, late[#late] * 1e3, late[1] < 0 and 1 or 0))
+  lateness_line("durable", late)
   q:close()
   timer:close()
 end
@@ -123,23 +152,8 @@ do
     for i = 1, n_over do b:at("over", now - 3600 + i * 0.001) end
   end))
   q:close()
-  local ran, gap, last = 0, 0, nil
-  local beat = timer:every(0.001, function()
-    local t = hwtimer.now()
-    if last and t - last > gap then gap = t - last end
-    last = t
-  end)
-  local t0 = hwtimer.now()
-  q = assert(durable.open(timer, { path = path }))
-  q:handle("over", function() ran = ran + 1 end)
-  -- Counted by the handler, not by q:pending() each turn: that is a count(*)
-  -- over the rows left, and it took ~40% of the loop at 10^5 (SQLite's floor
-  -- under the catch-up itself is bench/sqlite_floor.c's last line).
-  while ran < n_over and hwtimer.now() - t0 < 60 do timer:run(0.01) end
-  local secs = hwtimer.now() - t0
-  beat:cancel()
-  print(string.format("durable catch-up after a restart: %.0f jobs/s (%d overdue jobs in %.2f s, %d left stored; longest gap of a 1 ms beat %.1f ms)",
-    ran / secs, ran, secs, q:pending(), gap * 1e3))
+  -- (SQLite's floor under the catch-up is bench/sqlite_floor.c's last line.)
+  q = catch_up("durable", timer, function() return assert(durable.open(timer, { path = path })) end, n_over)
   q:close()
   timer:close()
 end
@@ -212,9 +226,7 @@ local ok, err = pcall(function()
       end))
     end
     ready_wait(timer, function() return #late >= n_late end, 10)
-    table.sort(late)
-    print(string.format("durable (Redis) lateness of %d jobs due in 1-2 s: p50 %.2f ms, p99 %.2f ms, max %.2f ms, early %d",
-      #late, pct(late, 0.5) * 1e3, pct(late, 0.99) * 1e3, late[#late] * 1e3, late[1] < 0 and 1 or 0))
+    lateness_line("durable (Redis)", late)
     q:close()
     timer:close()
     admin:flushall()
@@ -253,20 +265,9 @@ local ok, err = pcall(function()
       end))
     end
     q:close()
-    local ran, gap, last = 0, 0, nil
-    local beat = timer:every(0.001, function()
-      local t = hwtimer.now()
-      if last and t - last > gap then gap = t - last end
-      last = t
-    end)
-    local t0 = hwtimer.now()
-    q = assert(durable.open(timer, { redis = connect(), prefix = "bench_over" }))
-    q:handle("over", function() ran = ran + 1 end)
-    while ran < n_over and hwtimer.now() - t0 < 60 do timer:run(0.01) end
-    local secs = hwtimer.now() - t0
-    beat:cancel()
-    print(string.format("durable (Redis) catch-up after a restart: %.0f jobs/s (%d overdue jobs in %.2f s; longest gap of a 1 ms beat %.1f ms)",
-      ran / secs, ran, secs, gap * 1e3))
+    q = catch_up("durable (Redis)", timer, function()
+      return assert(durable.open(timer, { redis = connect(), prefix = "bench_over" }))
+    end, n_over)
     q:close()
     timer:close()
     admin:flushall()
