@@ -166,14 +166,8 @@ for _, name in ipairs({ "bench_schedule.db", "bench_late.db", "bench_far.db", "b
 -- per job and the pickup of a job another process scheduled.
 ---------------------------------------------------------------------------
 
-local function find_redis_lua()
-  if pcall(require, "redis") then return require("redis") end
-  package.path = package.path .. ";/usr/share/lua/5.3/?.lua" -- Debian's lua-redis lists 5.1-5.3
-  local ok, redis = pcall(require, "redis")
-  return ok and redis or nil
-end
 local have_N, N = pcall(require, "spec.nginx")
-local redis = have_N and find_redis_lua()
+local redis = have_N and N.redis_lua()
 if not (redis and os.execute("command -v redis-server >/dev/null 2>&1")) then
   print("durable (Redis): skipped, needs redis-server, luasocket and redis-lua (Debian lua-redis)")
   return

@@ -7,13 +7,7 @@ local hwtimer = require("hwtimer")
 local helpers = require("spec.helpers")
 
 local have_socket, N = pcall(require, "spec.nginx")
-local function find_redis_lua()
-  if pcall(require, "redis") then return require("redis") end
-  package.path = package.path .. ";/usr/share/lua/5.3/?.lua" -- Debian's lua-redis lists 5.1-5.3
-  local ok, redis = pcall(require, "redis")
-  return ok and redis or nil
-end
-local redis = have_socket and find_redis_lua()
+local redis = have_socket and N.redis_lua()
 local have_server = os.execute("command -v redis-server >/dev/null 2>&1")
 have_server = have_server == true or have_server == 0
 if not (have_socket and redis and have_server) then

@@ -140,6 +140,16 @@ function N.wait_listening(port, path)
 end
 
 -- A redis-server on a free loopback port, no persistence; stop() by its pid.
+--- redis-lua (Debian lua-redis: plain Lua on luasocket, its package lists
+-- Lua 5.1-5.3, so on 5.4 it is found through 5.3's path), or nil.
+function N.redis_lua()
+  if not pcall(require, "redis") then
+    package.path = package.path .. ";/usr/share/lua/5.3/?.lua"
+  end
+  local ok, redis = pcall(require, "redis")
+  return ok and redis or nil
+end
+
 function N.start_redis()
   local port = N.free_port()
   local dir = os.tmpname()

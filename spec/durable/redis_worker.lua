@@ -6,10 +6,7 @@
 -- the acknowledgement may not. With stall = "1" the handler then sleeps (a
 -- process that hangs or dies mid-job). It prints "ready" once its queue is
 -- open, and exits 0 once no job is pending (when exit_when_empty is "1").
-if not pcall(require, "redis") then -- Debian's lua-redis lists 5.1-5.3; it is plain Lua
-  package.path = package.path .. ";/usr/share/lua/5.3/?.lua"
-end
-local redis = require("redis")
+local redis = assert(require("spec.nginx").redis_lua(), "redis-lua")
 local hwtimer = require("hwtimer")
 local durable = require("hwtimer.durable")
 local sleep = require("hwtimer_testutil").sleep
@@ -29,14 +26,4 @@ q:handle("job", function(job)
   runs:rpush("runs:" .. prefix, job.id .. " " .. pid)
   if stall then sleep(3600) end
 end)
-io.stdout:write("ready\n")
-io.stdout:flush()
-
-local deadline = hwtimer.now() + 120
-while hwtimer.now() < deadline do
-  timer:run(0.05)
-  if exit_when_empty and q:pending() == 0 then break end
-end
-q:close()
-timer:close()
-os.exit(hwtimer.now() < deadline and 0 or 3)
+require("spec.durable.serve")(timer, q, exit_when_empty)

@@ -27,15 +27,4 @@ local q = assert(durable.open(timer, { path = store, lease = lease, sweep = 0.1,
 q:handle("job", function(job)
   assert(record:run(job.id, pid))
 end)
-io.stdout:write("ready\n")
-io.stdout:flush()
-
-local deadline = hwtimer.now() + 120
-while hwtimer.now() < deadline do
-  timer:run(0.05)
-  if exit_when_empty and q:pending() == 0 then break end
-end
-q:close()
-timer:close()
-runs:close()
-os.exit(hwtimer.now() < deadline and 0 or 3)
+require("spec.durable.serve")(timer, q, exit_when_empty, function() runs:close() end)
