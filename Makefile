@@ -70,7 +70,7 @@ all: $(MODULE) sqlite
 # hwtimer.sqlite (under hwtimer.durable) is a module of its own, linked with
 # -lsqlite3; without SQLite's header the timer still builds, and this says why
 # the durable module is missing.
-SQLITE_SRC    := csrc/durable/lsqlite.c
+SQLITE_SRC    := csrc/durable/lsqlite.c csrc/durable/checkpoint.c
 SQLITE_MODULE := $(BUILD)/hwtimer/sqlite.so
 SQLITE_H      ?= $(firstword $(wildcard /usr/include/sqlite3.h /usr/local/include/sqlite3.h))
 
@@ -81,9 +81,9 @@ else
 	@echo "hwtimer.sqlite not built: install libsqlite3-dev (hwtimer.durable needs it; the timer does not)"
 endif
 
-$(SQLITE_MODULE): $(SQLITE_SRC) csrc/compat.h
+$(SQLITE_MODULE): $(SQLITE_SRC) csrc/durable/checkpoint.h csrc/compat.h
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(CFLAGS) -fPIC -shared -I$(LUA_INCDIR) -o $@ $(SQLITE_SRC) -lsqlite3
+	$(CC) $(WARN) $(CFLAGS) -fPIC -shared -I$(LUA_INCDIR) -o $@ $(SQLITE_SRC) -lsqlite3 -lpthread
 
 $(MODULE): $(SRC) $(HDR)
 	@mkdir -p $(dir $@)
@@ -185,19 +185,29 @@ build/asan/hwtimer/core.so build/tsan/hwtimer/core.so: $(SRC) $(HDR)
 	$(CC) $(WARN) $(SAN_FLAGS) $(if $(findstring asan,$@),-fsanitize=address$(,)undefined \
 	  -fno-sanitize-recover=undefined,-fsanitize=thread) -fPIC -shared -I$(LUA_INCDIR) -o $@ $(SRC) $(LDLIBS)
 
+build/asan/hwtimer/sqlite.so build/tsan/hwtimer/sqlite.so: $(SQLITE_SRC) csrc/durable/checkpoint.h csrc/compat.h
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(SAN_FLAGS) $(if $(findstring asan,$@),-fsanitize=address$(,)undefined \
+	  -fno-sanitize-recover=undefined,-fsanitize=thread) -fPIC -shared -I$(LUA_INCDIR) -o $@ $(SQLITE_SRC) \
+	  -lsqlite3 -lpthread
+
 # The whole suite on an ASan + UBSan build, the stress spec at 1,000,000 timeouts.
-check-asan: build/asan/hwtimer/core.so $(TESTUTIL)
+check-asan: build/asan/hwtimer/core.so build/asan/hwtimer/sqlite.so $(TESTUTIL)
 	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	  ASAN_OPTIONS=detect_leaks=0 HWT_STRESS_N=1000000 $(SAN_RUN) \
 	  LUA_CPATH='build/asan/?.so;$(BUILD)/test/?.so;;' $(LUA) /usr/bin/busted spec
 
 # A TSan build under schedule/cancel storms while the worker expires at a 1 ms
-# tick (specs that start other processes are left to the other runs).
-check-tsan: build/tsan/hwtimer/core.so $(TESTUTIL)
+# tick, and the SQLite store's checkpoint thread under back-to-back commits
+# (specs that start other processes are left to the other runs).
+check-tsan: build/tsan/hwtimer/core.so build/tsan/hwtimer/sqlite.so $(TESTUTIL)
 	LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" TSAN_OPTIONS="halt_on_error=1 exitcode=66" \
 	  HWT_STRESS_N=300000 $(SAN_RUN) LUA_CPATH='build/tsan/?.so;$(BUILD)/test/?.so;;' \
 	  $(LUA) /usr/bin/busted spec/02-schedule_spec.lua spec/03-timeout_spec.lua \
 	  spec/05-every_spec.lua spec/11-stress_spec.lua spec/13-storm_spec.lua
+	LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" TSAN_OPTIONS="halt_on_error=1 exitcode=66" \
+	  $(SAN_RUN) LUA_CPATH='build/tsan/?.so;$(BUILD)/test/?.so;;' \
+	  $(LUA) /usr/bin/busted --filter=checkpoints spec/22-durable_spec.lua
 
 # The whole suite under valgrind memcheck with a collector that never rests:
 # no error, no definitely lost block.

@@ -32,9 +32,9 @@ build = {
     ["hwtimer.durable.redis_scripts"] = "lua/hwtimer/durable/redis_scripts.lua",
     -- durable timers' store (needs libsqlite3-dev)
     ["hwtimer.sqlite"] = {
-      sources = { "csrc/durable/lsqlite.c" },
+      sources = { "csrc/durable/lsqlite.c", "csrc/durable/checkpoint.c" },
       defines = { "_POSIX_C_SOURCE=200809L", "_DEFAULT_SOURCE" },
-      libraries = { "sqlite3" },
+      libraries = { "sqlite3", "pthread" },
       incdirs = { "csrc" },
     },
     ["hwtimer.core"] = {

@@ -645,6 +645,49 @@ describe("hwtimer.durable", function()
     end)
   end)
 
+  describe("checkpoints", function()
+    local function wal_size()
+      local f = io.open(path .. "-wal")
+      if not f then return 0 end
+      local n = f:seek("end")
+      f:close()
+      return n
+    end
+
+    it("run on a thread of their own, and bound the WAL under back-to-back commits", function()
+      q = assert(open())
+      local db, payload, n, largest = q._db, string.rep("x", 1000), 0, 0
+      local rounds, finishes = db:checkpoints()
+      assert.equal(0, rounds)
+      assert.equal(0, finishes)
+      repeat -- the WAL's bound is 16,000 pages (64 MB); ~4 pages a commit here
+        for _ = 1, 500 do
+          assert(q:schedule("far", 3600, payload))
+          n = n + 1
+        end
+        largest = math.max(largest, wal_size())
+        rounds, finishes = db:checkpoints()
+      until finishes >= 2 or n >= 40000
+      assert.is_true(rounds >= 2, "rounds " .. rounds)
+      assert.equal(2, finishes)
+      assert.is_true(largest <= 66 * 2 ^ 20, "WAL of " .. largest .. " bytes")
+      assert.equal(n, q:pending())
+      q:close()
+      assert.equal(n, query(path, "SELECT count(*) FROM hwtimer_jobs"))
+    end)
+
+    it("need a file, and raise on a bad page count", function()
+      local mem = assert(sqlite.open(":memory:"))
+      local ok, err = mem:checkpoint_in_background(1000)
+      assert.is_nil(ok)
+      assert.equal("no file to checkpoint", err)
+      assert.is_nil(mem:checkpoints())
+      assert.has_error(function() mem:checkpoint_in_background(0) end,
+        "bad argument #1 to 'checkpoint_in_background' (page count from 1 to 1e9 expected)")
+      mem:close()
+    end)
+  end)
+
   describe("q:handle, q:close", function()
     it("raises on bad arguments and after close", function()
       q = assert(open())

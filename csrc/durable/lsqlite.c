@@ -15,12 +15,14 @@
 #include <sqlite3.h>
 
 #include "../compat.h"
+#include "checkpoint.h"
 
 #define DB_NAME "hwtimer.sqlite.db"
 #define STMT_NAME "hwtimer.sqlite.stmt"
 
 typedef struct {
 	sqlite3 *db; /* NULL once closed */
+	struct hwt_checkpointer *ckpt; /* db:checkpoint_in_background's, or NULL */
 } ldb;
 
 typedef struct {
@@ -72,6 +74,7 @@ static int l_open(lua_State *L)
 	ldb *d = (ldb *)hwt_newuserdata(L, sizeof *d, 0);
 	int rc;
 	d->db = NULL;
+	d->ckpt = NULL;
 	set_meta(L, DB_NAME);
 	rc = sqlite3_open_v2(path, &d->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
 	                     SQLITE_OPEN_NOMUTEX, NULL);
@@ -93,6 +96,10 @@ static int db_close(lua_State *L)
 	sqlite3_stmt *s;
 	if (!d->db)
 		return 0;
+	if (d->ckpt) {
+		hwt_checkpointer_stop(d->ckpt);
+		d->ckpt = NULL;
+	}
 	while ((s = sqlite3_next_stmt(d->db, NULL)) != NULL)
 		sqlite3_finalize(s);
 	sqlite3_close(d->db);
@@ -109,6 +116,40 @@ static int db_exec(lua_State *L)
 		return fail(L, d->db);
 	lua_pushboolean(L, 1);
 	return 1;
+}
+
+/* db:checkpoint_in_background(pages): WAL checkpoints on a thread of their
+ * own once the WAL holds `pages` pages (checkpoint.c); true, or nil, message
+ * (the connection then checkpoints inline as before). */
+static int db_checkpoint_in_background(lua_State *L)
+{
+	ldb *d = check_db(L, 1);
+	lua_Integer pages = luaL_checkinteger(L, 2);
+	const char *err = NULL;
+	luaL_argcheck(L, pages > 0 && pages <= 1000000000, 2, "page count from 1 to 1e9 expected");
+	if (!d->ckpt)
+		d->ckpt = hwt_checkpointer_start(d->db, (int)pages, &err);
+	if (!d->ckpt) {
+		lua_pushnil(L);
+		lua_pushstring(L, err);
+		return 2;
+	}
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+/* db:checkpoints(): the background checkpointer's rounds and the inline
+ * checkpoints its hook ran (nil without one). */
+static int db_checkpoints(lua_State *L)
+{
+	ldb *d = check_db(L, 1);
+	long rounds, finishes;
+	if (!d->ckpt)
+		return 0;
+	hwt_checkpointer_counts(d->ckpt, &rounds, &finishes);
+	lua_pushinteger(L, (lua_Integer)rounds);
+	lua_pushinteger(L, (lua_Integer)finishes);
+	return 2;
 }
 
 /* db:prepare(sql): a statement, or nil, message. */
@@ -460,6 +501,8 @@ static const luaL_Reg db_methods[] = {
 	{ "last_insert_rowid", db_last_insert_rowid },
 	{ "autocommit", db_autocommit },
 	{ "errmsg", db_errmsg },
+	{ "checkpoint_in_background", db_checkpoint_in_background },
+	{ "checkpoints", db_checkpoints },
 	{ "close", db_close },
 	{ NULL, NULL }
 };
