@@ -227,7 +227,11 @@ static int db_tostring(lua_State *L)
 /* ---- statements -------------------------------------------------------------- */
 
 /* Bind the value at stack index idx to parameter i. */
-static int bind_one(lua_State *L, sqlite3_stmt *s, int i, int idx)
+/* Bind the value at idx to parameter i. `keep` (SQLITE_STATIC or
+ * SQLITE_TRANSIENT) says whether SQLite may point into a Lua string or must
+ * copy it: static only where the string stays on the stack until the
+ * statement is reset (run, first, rows: one call binds, steps and resets). */
+static int bind_one(lua_State *L, sqlite3_stmt *s, int i, int idx, sqlite3_destructor_type keep)
 {
 	size_t len;
 	const char *p;
@@ -249,14 +253,16 @@ static int bind_one(lua_State *L, sqlite3_stmt *s, int i, int idx)
 	}
 	case LUA_TSTRING:
 		p = lua_tolstring(L, idx, &len);
-		return sqlite3_bind_text(s, i, p, (int)len, SQLITE_TRANSIENT);
+		return sqlite3_bind_text(s, i, p, (int)len, keep);
 	default:
+		sqlite3_clear_bindings(s); /* none may point into a string that goes with the error */
 		return luaL_argerror(L, idx, lua_pushfstring(L, "nil, boolean, number or string expected, got %s",
 		                                             luaL_typename(L, idx)));
 	}
 }
 
-/* Bind arguments first..top to parameters 1..n. */
+/* Bind arguments first..top to parameters 1..n (strings not copied: for
+ * run, first and rows, which reset the statement before they return). */
 static int bind_from(lua_State *L, lstmt *st, int first)
 {
 	int i, top = lua_gettop(L), rc;
@@ -264,7 +270,7 @@ static int bind_from(lua_State *L, lstmt *st, int first)
 		luaL_error(L, "too many values to bind (%d for %d parameters)", top - first + 1,
 		           sqlite3_bind_parameter_count(st->s));
 	for (i = first; i <= top; i++) {
-		rc = bind_one(L, st->s, i - first + 1, i);
+		rc = bind_one(L, st->s, i - first + 1, i, SQLITE_STATIC);
 		if (rc != SQLITE_OK)
 			return rc;
 	}
@@ -310,7 +316,7 @@ static int st_bind(lua_State *L)
 	int i = (int)luaL_checkinteger(L, 2);
 	luaL_argcheck(L, i >= 1 && i <= sqlite3_bind_parameter_count(st->s), 2, "parameter index out of range");
 	luaL_checkany(L, 3);
-	if (bind_one(L, st->s, i, 3) != SQLITE_OK)
+	if (bind_one(L, st->s, i, 3, SQLITE_TRANSIENT) != SQLITE_OK)
 		return fail(L, st->owner->db);
 	lua_pushboolean(L, 1);
 	return 1;
@@ -347,7 +353,8 @@ static int st_reset(lua_State *L)
 	return 0;
 }
 
-/* stmt:run(...): bind, step to the end, reset: the rows changed, or nil, message. */
+/* stmt:run(...): bind, step to the end, reset: the rows changed and the
+ * connection's last inserted rowid, or nil, message. */
 static int st_run(lua_State *L)
 {
 	lstmt *st = check_stmt(L, 1);
@@ -360,7 +367,8 @@ static int st_run(lua_State *L)
 	sqlite3_reset(st->s);
 	sqlite3_clear_bindings(st->s);
 	lua_pushinteger(L, sqlite3_changes(st->owner->db));
-	return 1;
+	lua_pushinteger(L, (lua_Integer)sqlite3_last_insert_rowid(st->owner->db));
+	return 2;
 }
 
 /* stmt:first(...): bind, step once, reset: the first row's columns, or

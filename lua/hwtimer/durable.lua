@@ -398,7 +398,7 @@ function M.open(timer, opts)
     _attempts = o.attempts, _backoff = o.backoff, _on_error = o.on_error or default_on_error,
     _sweep = o.sweep, _batch = o.batch, _random_id = Engine.random_id,
     _now = function() return engine:now() end,
-    _handlers = {}, _loaded = {}, _acks = {}, _next_sweep = 0, _loaded_until = 0,
+    _closed = false, _handlers = {}, _loaded = {}, _acks = {}, _next_sweep = 0, _loaded_until = 0,
     _quiet_until = -huge, _held_back = 0,
   }, Q)
   self._db, self._st = engine.db, engine.st -- the SQLite engine's, for its specs
@@ -435,7 +435,9 @@ end
 -- Store one job; the common part of schedule, at and every. `when` is a
 -- delay when `relative` (the engine adds its clock's now), else epoch seconds.
 local function put(self, fname, kind, when, relative, payload, opts, every)
-  if not name(kind) then argerror(1, fname, "non-empty string expected, got " .. type_name(kind)) end
+  if type(kind) ~= "string" or kind == "" then -- name(), inline: this is the hot path
+    argerror(1, fname, "non-empty string expected, got " .. type_name(kind))
+  end
   if payload ~= nil and type(payload) ~= "string" then
     argerror(3, fname, "string or nil expected, got " .. type_name(payload))
   end
@@ -450,7 +452,8 @@ local function put(self, fname, kind, when, relative, payload, opts, every)
       argerror(4, fname, "option 'id': non-empty string expected, got " .. type_name(id))
     end
   end
-  if other_batch(self) then return nil, BATCH_BUSY end
+  local batching = self._batching
+  if batching ~= nil and batching ~= current() then return nil, BATCH_BUSY end
   id = id or self._random_id()
   local key, due = self._engine:put(id, kind, payload, when, relative, every)
   if not key then return nil, "hwtimer.durable: " .. tostring(due) end
@@ -469,8 +472,8 @@ end
 
 --- id, err = q:schedule(kind, delay, [payload], [opts])
 function Q:schedule(kind, delay, payload, opts)
-  live(self, "schedule")
-  if not finite(delay) or delay > 1e9 then
+  if type(self) ~= "table" or self._closed ~= false then live(self, "schedule") end -- live(), inline
+  if type(delay) ~= "number" or not (delay > -huge and delay <= 1e9) then -- NaN fails too
     argerror(2, "schedule", "finite number of seconds up to 1e9 expected, got " ..
       shown(delay))
   end

@@ -79,7 +79,8 @@ local SQL = {
   unhandle = "DELETE FROM temp.hwtimer_handled WHERE kind = ?1",
 }
 
-E.now = sqlite.now
+local now = sqlite.now
+E.now = now
 E.random_id = sqlite.random_id
 
 local function job_of(id, kind, payload, due, attempt, every, dead, err, owner)
@@ -166,7 +167,7 @@ function E.open(o, owner)
   local db, st = connect(o)
   if not db then return nil, st end
   local self = setmetatable({ db = db, st = st, queue = o.queue, owner = owner,
-                              name = o.path, version = nil, seen = 0 }, E)
+                              name = o.path, version = nil, seen = 0, insert = st.insert }, E)
   self.version = st.data_version:first()
   self.seen = st.max_seq:first() or 0
   return self
@@ -181,10 +182,10 @@ function E:close() self.db:close() end
 -- Store one job due at `when` (a delay from now when `relative`); returns
 -- its key (seq) for the window and its due time.
 function E:put(id, kind, payload, when, relative, every)
-  local due = relative and sqlite.now() + when or when
-  local n, err = self.st.insert:run(self.queue, id, kind, payload, due, every)
-  if not n then return nil, err end
-  return self.db:last_insert_rowid(), due
+  local due = relative and now() + when or when
+  local n, seq = self.insert:run(self.queue, id, kind, payload, due, every)
+  if not n then return nil, seq end
+  return seq, due
 end
 
 function E:cancel(id)
