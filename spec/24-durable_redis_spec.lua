@@ -294,6 +294,24 @@ describe("hwtimer.durable with Redis", function()
       assert.is_true(at >= due, "ran " .. (due - at) .. " s early")
       assert.is_true(at - due < 0.1 * SLOW, "ran " .. (at - due) .. " s late")
     end)
+
+    it("is tracked from when each script began, not when its reply came", function()
+      q = assert(open())
+      local engine = q._engine
+      local function check(what)
+        local before = engine:now()
+        local server = server_now() -- read between our two readings
+        local after = engine:now()
+        local slack = 0.002 * SLOW
+        assert.is_true(server >= before - slack and server <= after + slack, string.format(
+          "%s: the server's clock %.2f ms from ours", what, (server - (before + after) / 2) * 1e3))
+      end
+      check("after a short script")
+      assert(q:batch(function(b) -- one script that runs several ms in Redis
+        for i = 1, 3000 do b:schedule("k", 3600 + i, "payload") end
+      end))
+      check("after a long script")
+    end)
   end)
 
   describe("q:every", function()

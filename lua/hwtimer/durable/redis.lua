@@ -140,24 +140,42 @@ end
 function E:run(name, ...)
   local k = self.keys
   local sha = self.sha[name]
-  local res, err
+  local res, err, sent
   if sha then
+    sent = mono()
     res, err = self:command("evalsha", sha, 4, k[1], k[2], k[3], k[4], ...)
-    if res or not err:find("^NOSCRIPT") then return self:sync(res, err) end
+    if res or not err:find("^NOSCRIPT") then return self:sync(res, err, sent) end
   end
   sha = load_script(self, name)
+  sent = mono()
   if sha then
     res, err = self:command("evalsha", sha, 4, k[1], k[2], k[3], k[4], ...)
   else
     res, err = self:command("eval", scripts[name], 4, k[1], k[2], k[3], k[4], ...)
   end
-  return self:sync(res, err)
+  return self:sync(res, err, sent)
 end
 
--- Every reply starts with the server's now: keep the offset of our clock.
-function E:sync(res, err)
+-- Every reply starts with the server's TIME, read when its script began:
+-- somewhere between our send and our receipt. Each reply bounds the offset
+-- of the server's clock from ours (TIME - receipt <= offset <= TIME - send);
+-- the bounds kept are the tightest seen, each widened by a drift of 500 ppm
+-- since, and the offset is their middle. Taking the receipt alone made the
+-- clock as late as a long script (a batch of 1,000: 6 ms), and every job
+-- loaded with it fired that much late.
+local DRIFT = 5e-4
+
+function E:sync(res, err, sent)
   if not res then return nil, err end
-  self.offset = tonumber(res[1]) / 1e6 - mono()
+  local got, server = mono(), tonumber(res[1]) / 1e6
+  local lo, hi = server - got, server - sent
+  local widen = (got - self.synced_at) * DRIFT
+  local old_lo, old_hi = self.offset_lo - widen, self.offset_hi + widen
+  if lo < old_lo then lo = old_lo end
+  if hi > old_hi then hi = old_hi end
+  if lo > hi then lo, hi = server - got, server - sent end -- a clock stepped: start over
+  self.offset_lo, self.offset_hi, self.synced_at = lo, hi, got
+  self.offset = (lo + hi) / 2
   return res
 end
 
@@ -172,7 +190,8 @@ function E:now() return mono() + self.offset end
 function E.open(o, owner)
   local base = "{" .. o.prefix .. ":" .. o.queue .. "}"
   local self = setmetatable({
-    name = "redis " .. base, owner = owner, offset = 0, sha = {}, kinds = {}, handled = {},
+    name = "redis " .. base, owner = owner, sha = {}, kinds = {}, handled = {},
+    offset = 0, offset_lo = -math.huge, offset_hi = math.huge, synced_at = mono(),
     claimed_until = 0,
     keys = { base .. ":jobs", base .. ":kinds", base .. ":dead", base .. ":meta" },
   }, E)
