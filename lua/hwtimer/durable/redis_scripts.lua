@@ -55,8 +55,7 @@ local function blob(t)
   return table.concat(t)
 end
 -- a job as replies carry it: kind, has payload, payload, due, attempt, every, dead, error, leased
-local function fields(out, raw)
-  local kind, due, every, attempt, owner, payload, err, dead = unpack(raw)
+local function fields_of(out, kind, due, every, attempt, owner, payload, err, dead)
   out[#out + 1] = kind
   out[#out + 1] = payload and 1 or 0
   out[#out + 1] = payload or ''
@@ -67,6 +66,7 @@ local function fields(out, raw)
   out[#out + 1] = err or ''
   out[#out + 1] = owner ~= '' and 1 or 0
 end
+local function fields(out, raw) fields_of(out, unpack(raw)) end
 ]]
 
 -- Acknowledgements (in claim and ack): ARGV[1] owner, ARGV[2] a blob of
@@ -287,12 +287,11 @@ for i = 1, math.min(most, #due) do
     redis.call('ZREM', rkey(kind), id) -- a job whose hash field went away
   else
     local k, d, every, attempt, _, payload = unpack(raw)
-    raw = pack(k, d, every, attempt + 1, owner, payload, false, 0)
-    redis.call('HSET', JOBS, id, raw)
+    redis.call('HSET', JOBS, id, pack(k, d, every, attempt + 1, owner, payload, false, 0))
     redis.call('ZADD', rkey(kind), now + lease, id)
     rows[#rows + 1] = ready
     rows[#rows + 1] = id
-    fields(rows, raw)
+    fields_of(rows, k, d, every, attempt + 1, owner, payload, false, 0)
   end
 end
 return { now, earliest(kinds), blob(reload), blob(rows) }
