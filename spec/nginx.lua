@@ -150,13 +150,17 @@ function N.redis_lua()
   return ok and redis or nil
 end
 
-function N.start_redis()
+-- One redis-server on a free loopback port, no persistence, daemonized with
+-- its pid in its own directory; `extra` adds options. Returns its port, pid
+-- and directory.
+local function redis_server(extra)
   local port = N.free_port()
   local dir = os.tmpname()
   os.remove(dir)
   assert(sh("mkdir -p " .. dir))
   assert(sh(string.format("redis-server --bind 127.0.0.1 --port %d --save '' --appendonly no " ..
-    "--daemonize yes --dir %s --pidfile %s/redis.pid --logfile %s/redis.log", port, dir, dir, dir)))
+    "--daemonize yes --dir %s --pidfile %s/redis.pid --logfile %s/redis.log %s", port, dir, dir, dir,
+    extra or "")))
   local pid
   for _ = 1, 100 do
     pid = read_pid(dir .. "/redis.pid")
@@ -166,17 +170,56 @@ function N.start_redis()
     c:close()
     socket.sleep(0.05)
   end
-  return {
-    port = port,
-    stop = function()
-      if pid then sh("kill " .. pid .. " 2>/dev/null") end
-      for _ = 1, 40 do
-        if not pid or not sh("kill -0 " .. pid .. " 2>/dev/null") then break end
-        socket.sleep(0.05)
-      end
-      sh("rm -rf " .. dir)
-    end,
-  }
+  return port, pid, dir
+end
+
+-- Stop servers { pid =, dir = } (all signalled first, then waited for).
+local function stop_redis(servers)
+  for _, s in ipairs(servers) do
+    if s.pid then sh("kill " .. s.pid .. " 2>/dev/null") end
+  end
+  for _, s in ipairs(servers) do
+    for _ = 1, 60 do
+      if not s.pid or not sh("kill -0 " .. s.pid .. " 2>/dev/null") then break end
+      socket.sleep(0.05)
+    end
+    sh("rm -rf " .. s.dir)
+  end
+end
+
+function N.start_redis()
+  local port, pid, dir = redis_server()
+  return { port = port, stop = function() stop_redis({ { pid = pid, dir = dir } }) end }
+end
+
+-- A Redis Cluster of `n` masters (default 3) on loopback ports, slots
+-- shared by redis-cli --cluster create; nil, message without redis-cli.
+-- Returns { ports = {...}, stop = fn }.
+function N.start_redis_cluster(n)
+  if not sh("command -v redis-cli >/dev/null 2>&1") then return nil, "redis-cli missing" end
+  local nodes, addrs = {}, {}
+  local function stop() stop_redis(nodes) end
+  for i = 1, n or 3 do
+    local port, pid, dir = redis_server("--cluster-enabled yes --cluster-config-file nodes.conf")
+    nodes[i] = { port = port, pid = pid, dir = dir }
+    addrs[i] = "127.0.0.1:" .. port
+  end
+  local ok = sh("redis-cli --cluster create " .. table.concat(addrs, " ") ..
+    " --cluster-replicas 0 --cluster-yes >/dev/null 2>&1")
+  for _ = 1, 100 do -- every node must see every slot served
+    local all = ok
+    for _, node in ipairs(nodes) do
+      local p = io.popen("redis-cli -p " .. node.port .. " cluster info 2>/dev/null")
+      local info = p:read("*a")
+      p:close()
+      all = all and info:find("cluster_state:ok", 1, true) ~= nil
+    end
+    if all then break end
+    socket.sleep(0.05)
+  end
+  local ports = {}
+  for i, node in ipairs(nodes) do ports[i] = node.port end
+  return { ports = ports, stop = stop }
 end
 
 return N
