@@ -194,6 +194,14 @@ local ok, err = pcall(function()
     for _ = 1, n_one do assert(q:schedule("far", 3600)) end
     print(string.format("durable (Redis) schedules one at a time (a script call each): %.0f /s  (%d jobs)",
       n_one / (hwtimer.now() - t0), n_one))
+    -- The floor under it: a round trip of the same client with the least a
+    -- script can do (read TIME), one at a time.
+    local c = connect()
+    local sha = c:script("load", "return redis.call('TIME')")
+    t0 = hwtimer.now()
+    for _ = 1, n_one do c:evalsha(sha, 0) end
+    print(string.format("floor (Redis): round trips of redis-lua, EVALSHA of a script that reads TIME, one at a time: %.0f /s",
+      n_one / (hwtimer.now() - t0)))
     t0 = hwtimer.now()
     for _ = 1, n_batch / 1000 do
       assert(q:batch(function(b)
