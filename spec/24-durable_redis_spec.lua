@@ -355,6 +355,25 @@ describe("hwtimer.durable with Redis", function()
     end)
   end)
 
+  describe("acknowledgements", function()
+    it("wait for the next claim, which writes them; reads of jobs write them first", function()
+      q = assert(open({ ack_delay = 30 }))
+      local jobs = "{" .. prefix .. ":default}:jobs"
+      local function stored(id) return client:hexists(jobs, id) end
+      local ran = {}
+      q:handle("k", function(job) ran[#ran + 1] = job.id end)
+      assert(q:schedule("k", 0.05, nil, { id = "a" }))
+      assert(q:schedule("k", 0.3, nil, { id = "b" }))
+      assert.is_true(wait(function() return #ran == 1 end))
+      assert.is_true(stored("a")) -- ran, its acknowledgement waits
+      assert.is_true(q:get("a") == nil and not stored("a")) -- get wrote it first
+      assert.is_true(wait(function() return #ran == 2 end))
+      assert.is_true(stored("b"))
+      assert.equal(0, q:pending())
+      assert.is_false(stored("b"))
+    end)
+  end)
+
   describe("q:cancel", function()
     it("returns true once, and the job never runs", function()
       q = assert(open())
