@@ -154,7 +154,7 @@ test-rock: $(TESTUTIL)
 
 FUZZ_SECONDS ?= 60
 SAN_FLAGS    := -O1 -g -fno-omit-frame-pointer
-SAN_RUN      := LUA_PATH='lua/?.lua;lua/?/init.lua;;' HWT_LUA=$(LUA)
+SAN_RUN      := LUA_PATH='lua/?.lua;lua/?/init.lua;;' HWT_LUA=$(LUA) HWT_SANITIZER=1
 CHECK_PACKAGES := valgrind clang
 
 check:
