@@ -1,0 +1,104 @@
+-- hwtimer.sqlite, the SQLite binding under hwtimer.durable: its statements
+-- and its checkpoint thread. Nothing here starts a child process, so that
+-- make check-tsan can run it (a shell started with TSan preloaded crashes):
+-- store files are os.tmpname() paths.
+local hwtimer = require("hwtimer")
+
+local have_sqlite, sqlite = pcall(require, "hwtimer.sqlite")
+if not have_sqlite then
+  describe("hwtimer.sqlite", function()
+    it("is built", function() pending("hwtimer.sqlite not built: install libsqlite3-dev") end)
+  end)
+  return
+end
+local durable = require("hwtimer.durable")
+
+local function remove_store(path)
+  for _, suffix in ipairs({ "", "-wal", "-shm" }) do os.remove(path .. suffix) end
+end
+
+-- One value of a query on its own connection.
+local function query(path, sql)
+  local db = assert(sqlite.open(path))
+  local r = { assert(db:prepare(sql)):first() }
+  db:close()
+  return (table.unpack or unpack)(r)
+end
+
+describe("hwtimer.sqlite", function()
+  local path, timer, q
+
+  before_each(function()
+    path = os.tmpname() -- an empty file: SQLite takes it for an empty database
+    timer = hwtimer.new()
+  end)
+
+  after_each(function()
+    if q then q:close() end
+    q = nil
+    timer:close()
+    remove_store(path)
+  end)
+
+  local function wal_size()
+    local f = io.open(path .. "-wal")
+    if not f then return 0 end
+    local n = f:seek("end")
+    f:close()
+    return n
+  end
+
+  it("binds, steps and resets in one call; a bad value raises and leaves no binding behind", function()
+    local db = assert(sqlite.open(":memory:"))
+    assert(db:exec("CREATE TABLE t (a TEXT, b TEXT)"))
+    local ins = assert(db:prepare("INSERT INTO t VALUES (?1, ?2)"))
+    local n, rowid = ins:run("x", "y")
+    assert.equal(1, n)
+    assert.equal(1, rowid)
+    assert.has_error(function() ins:run("gone" .. ("-"):rep(40), {}) end,
+      "bad argument #2 to 'run' (nil, boolean, number or string expected, got table)")
+    collectgarbage()
+    collectgarbage()
+    n, rowid = ins:run() -- binds nothing: both NULL, not the string of the failed call
+    assert.equal(2, rowid)
+    local sel = assert(db:prepare("SELECT a, b FROM t WHERE rowid = ?1"))
+    assert.same({ "x", "y" }, { sel:first(1) })
+    local a, b = sel:first(2)
+    assert.is_nil(a)
+    assert.is_nil(b)
+    db:close()
+  end)
+
+  it("checkpoints on a thread of its own, and bounds the WAL under back-to-back commits", function()
+    q = assert(durable.open(timer, { path = path }))
+    local db, payload, n, largest = q._db, string.rep("x", 1000), 0, 0
+    local rounds, finishes = db:checkpoints()
+    assert.equal(0, rounds)
+    assert.equal(0, finishes)
+    repeat -- the WAL's bound is 16,000 pages (64 MB); ~4 pages a commit here
+      for _ = 1, 500 do
+        assert(q:schedule("far", 3600, payload))
+        n = n + 1
+      end
+      largest = math.max(largest, wal_size())
+      rounds, finishes = db:checkpoints()
+    until finishes >= 2 or n >= 40000
+    assert.is_true(rounds >= 2, "rounds " .. rounds)
+    assert.equal(2, finishes)
+    assert.is_true(largest <= 66 * 2 ^ 20, "WAL of " .. largest .. " bytes")
+    assert.equal(n, q:pending())
+    q:close()
+    assert.equal(n, query(path, "SELECT count(*) FROM hwtimer_jobs"))
+  end)
+
+  it("checkpoints in the background only with a file, and raises on a bad page count", function()
+    local mem = assert(sqlite.open(":memory:"))
+    local ok, err = mem:checkpoint_in_background(1000)
+    assert.is_nil(ok)
+    assert.equal("no file to checkpoint", err)
+    assert.is_nil(mem:checkpoints())
+    assert.has_error(function() mem:checkpoint_in_background(0) end,
+      "bad argument #1 to 'checkpoint_in_background' (page count from 1 to 1e9 expected)")
+    mem:close()
+  end)
+end)
