@@ -681,6 +681,21 @@ describe("hwtimer.durable", function()
       end
     end)
 
+    it("are written at once when the timer was stopped during the pass", function()
+      -- (in nginx: a worker exiting while a pass waits on a cosocket)
+      local errors = {}
+      timer = hwtimer.new({ on_error = function(err) errors[#errors + 1] = tostring(err) end })
+      q = assert(open({ ack_delay = 30 }))
+      local stopped
+      q:handle("k", function() stopped = timer:stop() end)
+      assert(q:schedule("k", 0.02))
+      local limit = hwtimer.now() + 5
+      while not stopped and hwtimer.now() < limit do timer:run(0.005) end
+      assert.truthy(stopped)
+      assert.same({}, errors)
+      assert.equal(0, count())
+    end)
+
     it("are written by close, and by cancel, which then finds the job gone", function()
       q = assert(open({ ack_delay = 30 }))
       local ran = 0

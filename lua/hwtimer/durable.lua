@@ -172,6 +172,14 @@ local function cancelled(t)
   return ok and state == "cancelled"
 end
 
+-- timer:schedule, or nil where the timer refuses (max_pending) or raises: it
+-- is stopped (an nginx worker exiting while a pass was yielded in a
+-- cosocket). Every caller has a way on without it.
+local function later(self, delay, fn, ...)
+  local ok, t = pcall(self._timer.schedule, self._timer, delay, fn, ...)
+  return ok and t or nil
+end
+
 -- A key's timeout: the claim pass runs whatever is due by its ready time.
 local function fire(t, self, key, ready)
   if self._closed or cancelled(t) then return end
@@ -185,7 +193,7 @@ end
 -- a `now` read once before it made the last ones that much late.
 local function load(self, key, ready)
   if self._loaded[key] then return end
-  local t = self._timer:schedule(max(0, ready - self._now()), fire, self, key, ready)
+  local t = later(self, max(0, ready - self._now()), fire, self, key, ready)
   if t then self._loaded[key] = t end
 end
 
@@ -200,7 +208,7 @@ end
 -- Run a pass soon (next dispatch), at most one queued at a time.
 local function soon(self, delay)
   if self._soon or self._closed then return end
-  self._soon = self._timer:schedule(delay or 0, function(t)
+  self._soon = later(self, delay or 0, function(t)
     self._soon = nil
     if not cancelled(t) then pass(self) end
   end)
@@ -227,7 +235,7 @@ local function refill(t, self)
     self._loaded_until = horizon
     load_rows(self, rows, n)
   end
-  self._refill = self._timer:schedule(self._window / 2, refill, self)
+  self._refill = later(self, self._window / 2, refill, self)
 end
 
 -- Every `poll` seconds: what did other processes write (the engine knows
@@ -326,11 +334,11 @@ end
 local function acks_later(self)
   if self._flush then return end
   if self._ack_delay == 0 then return flush_acks(self) end
-  self._flush = self._timer:schedule(self._ack_delay, function()
+  self._flush = later(self, self._ack_delay, function()
     self._flush = nil
     if not self._closed then settle(self) end
   end)
-  if not self._flush then flush_acks(self) end -- the timer refused (max_pending)
+  if not self._flush then flush_acks(self) end -- the timer refused or is stopped: now
 end
 
 local function by_due(a, b)
