@@ -323,8 +323,10 @@ describe("hwtimer.durable", function()
       end
       local next_due = q:get(id).due
       assert.is_true(next_due > first_at and next_due <= wall() + 0.1)
+      -- a whole number of periods after `due`, within what a double holds
+      -- at epoch magnitude (~2.4e-7 s; 1e-6 periods failed once)
       local periods = (next_due - due) / 0.1
-      assert.near(math.floor(periods + 0.5), periods, 1e-6)
+      assert.near(math.floor(periods + 0.5), periods, 1e-4)
     end)
   end)
 
