@@ -180,16 +180,16 @@ check-failalloc: $(MODULE)
 	  csrc/test/failalloc.c -llua$(LUA_VERSION)
 	LUA_PATH='lua/?.lua;;' LUA_CPATH='$(BUILD)/?.so;;' $(CBUILD)/failalloc csrc/test/failalloc.lua 5000
 
+# The sanitizer a build/asan or build/tsan target asks for (expanded per target).
+SAN_FOR = $(if $(findstring asan,$@),-fsanitize=address$(,)undefined -fno-sanitize-recover=undefined,-fsanitize=thread)
+
 build/asan/hwtimer/core.so build/tsan/hwtimer/core.so: $(SRC) $(HDR)
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(SAN_FLAGS) $(if $(findstring asan,$@),-fsanitize=address$(,)undefined \
-	  -fno-sanitize-recover=undefined,-fsanitize=thread) -fPIC -shared -I$(LUA_INCDIR) -o $@ $(SRC) $(LDLIBS)
+	$(CC) $(WARN) $(SAN_FLAGS) $(SAN_FOR) -fPIC -shared -I$(LUA_INCDIR) -o $@ $(SRC) $(LDLIBS)
 
 build/asan/hwtimer/sqlite.so build/tsan/hwtimer/sqlite.so: $(SQLITE_SRC) csrc/durable/checkpoint.h csrc/compat.h
 	@mkdir -p $(dir $@)
-	$(CC) $(WARN) $(SAN_FLAGS) $(if $(findstring asan,$@),-fsanitize=address$(,)undefined \
-	  -fno-sanitize-recover=undefined,-fsanitize=thread) -fPIC -shared -I$(LUA_INCDIR) -o $@ $(SQLITE_SRC) \
-	  -lsqlite3 -lpthread
+	$(CC) $(WARN) $(SAN_FLAGS) $(SAN_FOR) -fPIC -shared -I$(LUA_INCDIR) -o $@ $(SQLITE_SRC) -lsqlite3 -lpthread
 
 # The whole suite on an ASan + UBSan build, the stress spec at 1,000,000 timeouts.
 check-asan: build/asan/hwtimer/core.so build/asan/hwtimer/sqlite.so $(TESTUTIL)

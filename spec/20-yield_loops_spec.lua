@@ -118,13 +118,29 @@ describe("hwtimer.cqueues: callbacks may yield to cqueues", function()
     end)
   end
 
+  local function record(err, t, trace) errors[#errors + 1] = { err = err, t = t, trace = trace } end
+
+  -- N callbacks, due `spacing` apart from 5 ms on, each an echo round trip;
+  -- the controller runs until every one has its answer. Returns the answers.
+  local function round_trips(N, spacing)
+    local got = {}
+    server.start()
+    for i = 1, N do
+      timer:schedule(0.005 + i * spacing, function(_, id) got[id] = echo("line " .. id) end, i)
+    end
+    finish_when(function()
+      for i = 1, N do if not got[i] then return false end end
+      return true
+    end)
+    assert(run())
+    return got
+  end
+
   before_each(function()
     timer = hwtimer.new()
     cq = cqueues.new()
     errors = {}
-    attached = glue.attach(timer, cq, {
-      on_error = function(err, t, trace) errors[#errors + 1] = { err = err, t = t, trace = trace } end,
-    })
+    attached = glue.attach(timer, cq, { on_error = record })
   end)
   after_each(function()
     attached.detach()
@@ -132,16 +148,8 @@ describe("hwtimer.cqueues: callbacks may yield to cqueues", function()
   end)
 
   it("200 callbacks each connect, send a line and read its echo", function()
-    server.start()
-    local N, got = 200, {}
-    for i = 1, N do
-      timer:schedule(0.005, function(_, id) got[id] = echo("line " .. id) end, i)
-    end
-    finish_when(function()
-      for i = 1, N do if not got[i] then return false end end
-      return true
-    end)
-    assert(run())
+    local N = 200
+    local got = round_trips(N, 0)
     for i = 1, N do assert.equal("line " .. i, got[i]) end
     assert.same({}, errors)
     assert.equal(N, timer:stats().fired)
@@ -149,22 +157,9 @@ describe("hwtimer.cqueues: callbacks may yield to cqueues", function()
 
   it("with gc_step, 200 callbacks spread over 0.3 s each make a round trip; the gaps collect", function()
     attached.detach()
-    attached = glue.attach(timer, cq, {
-      gc_step = 0.002,
-      on_error = function(err, t, trace) errors[#errors + 1] = { err = err, t = t, trace = trace } end,
-    })
-    local N, got = 200, {}
-    local freed = freed_while(function()
-      server.start()
-      for i = 1, N do
-        timer:schedule(0.005 + i * 0.0015, function(_, id) got[id] = echo("line " .. id) end, i)
-      end
-      finish_when(function()
-        for i = 1, N do if not got[i] then return false end end
-        return true
-      end)
-      assert(run())
-    end)
+    attached = glue.attach(timer, cq, { gc_step = 0.002, on_error = record })
+    local N, got = 200, nil
+    local freed = freed_while(function() got = round_trips(N, 0.0015) end)
     for i = 1, N do assert.equal("line " .. i, got[i]) end
     assert.same({}, errors)
     assert.equal(N, timer:stats().fired)

@@ -139,7 +139,6 @@ function N.wait_listening(port, path)
   return false
 end
 
--- A redis-server on a free loopback port, no persistence; stop() by its pid.
 --- redis-lua (Debian lua-redis: plain Lua on luasocket, its package lists
 -- Lua 5.1-5.3, so on 5.4 it is found through 5.3's path), or nil.
 function N.redis_lua()
@@ -151,8 +150,8 @@ function N.redis_lua()
 end
 
 -- One redis-server on a free loopback port, no persistence, daemonized with
--- its pid in its own directory; `extra` adds options. Returns its port, pid
--- and directory.
+-- its pid in its own directory; `extra` adds options. Returns
+-- { port =, pid =, dir = }.
 local function redis_server(extra)
   local port = N.free_port()
   local dir = os.tmpname()
@@ -170,7 +169,7 @@ local function redis_server(extra)
     c:close()
     socket.sleep(0.05)
   end
-  return port, pid, dir
+  return { port = port, pid = pid, dir = dir }
 end
 
 -- Stop servers { pid =, dir = } (all signalled first, then waited for).
@@ -187,39 +186,42 @@ local function stop_redis(servers)
   end
 end
 
+-- A redis-server for a spec: { port =, stop = fn } (stopped by its pid).
 function N.start_redis()
-  local port, pid, dir = redis_server()
-  return { port = port, stop = function() stop_redis({ { pid = pid, dir = dir } }) end }
+  local node = redis_server()
+  return { port = node.port, stop = function() stop_redis({ node }) end }
 end
 
 -- A Redis Cluster of `n` masters (default 3) on loopback ports, slots
--- shared by redis-cli --cluster create; nil, message without redis-cli.
--- Returns { ports = {...}, stop = fn }.
+-- shared by redis-cli --cluster create. Returns { ports = {...}, stop = fn },
+-- or nil, message (no redis-cli, or the cluster did not form: then stopped).
 function N.start_redis_cluster(n)
   if not sh("command -v redis-cli >/dev/null 2>&1") then return nil, "redis-cli missing" end
-  local nodes, addrs = {}, {}
-  local function stop() stop_redis(nodes) end
+  local nodes, addrs, ports = {}, {}, {}
   for i = 1, n or 3 do
-    local port, pid, dir = redis_server("--cluster-enabled yes --cluster-config-file nodes.conf")
-    nodes[i] = { port = port, pid = pid, dir = dir }
-    addrs[i] = "127.0.0.1:" .. port
+    nodes[i] = redis_server("--cluster-enabled yes --cluster-config-file nodes.conf")
+    ports[i], addrs[i] = nodes[i].port, "127.0.0.1:" .. nodes[i].port
   end
-  local ok = sh("redis-cli --cluster create " .. table.concat(addrs, " ") ..
-    " --cluster-replicas 0 --cluster-yes >/dev/null 2>&1")
-  for _ = 1, 100 do -- every node must see every slot served
-    local all = ok
-    for _, node in ipairs(nodes) do
-      local p = io.popen("redis-cli -p " .. node.port .. " cluster info 2>/dev/null")
+  local function ok_everywhere() -- every node sees every slot served
+    for _, port in ipairs(ports) do
+      local p = io.popen("redis-cli -p " .. port .. " cluster info 2>/dev/null")
       local info = p:read("*a")
       p:close()
-      all = all and info:find("cluster_state:ok", 1, true) ~= nil
+      if not info:find("cluster_state:ok", 1, true) then return false end
     end
-    if all then break end
-    socket.sleep(0.05)
+    return true
   end
-  local ports = {}
-  for i, node in ipairs(nodes) do ports[i] = node.port end
-  return { ports = ports, stop = stop }
+  if sh("redis-cli --cluster create " .. table.concat(addrs, " ") ..
+        " --cluster-replicas 0 --cluster-yes >/dev/null 2>&1") then
+    for _ = 1, 100 do
+      if ok_everywhere() then
+        return { ports = ports, stop = function() stop_redis(nodes) end }
+      end
+      socket.sleep(0.05)
+    end
+  end
+  stop_redis(nodes)
+  return nil, "the cluster of " .. #nodes .. " nodes did not form"
 end
 
 return N

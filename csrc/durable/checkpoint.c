@@ -120,17 +120,13 @@ struct hwt_checkpointer *hwt_checkpointer_start(sqlite3 *db, int pages, const ch
 	c->pages = pages > 0 ? pages : 1;
 	if (sqlite3_open_v2(path, &c->own, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
 		*err = "cannot open the checkpoint's connection";
-		sqlite3_close(c->own);
-		free(c);
-		return NULL;
+		goto fail;
 	}
 	/* A connection opens the WAL at its first read: until then a
 	 * checkpoint of it does nothing. */
 	if (sqlite3_exec(c->own, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL) != SQLITE_OK) {
 		*err = "cannot read the database from the checkpoint's connection";
-		sqlite3_close(c->own);
-		free(c);
-		return NULL;
+		goto fail;
 	}
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->wake, NULL);
@@ -138,13 +134,15 @@ struct hwt_checkpointer *hwt_checkpointer_start(sqlite3 *db, int pages, const ch
 		*err = "cannot start the checkpoint's thread";
 		pthread_cond_destroy(&c->wake);
 		pthread_mutex_destroy(&c->lock);
-		sqlite3_close(c->own);
-		free(c);
-		return NULL;
+		goto fail;
 	}
 	/* Replaces SQLite's own autocheckpoint hook (the same slot). */
 	sqlite3_wal_hook(db, on_commit, c);
 	return c;
+fail:
+	sqlite3_close(c->own); /* a failed open hands back a handle too, or NULL */
+	free(c);
+	return NULL;
 }
 
 void hwt_checkpointer_counts(struct hwt_checkpointer *c, long *rounds, long *finishes)

@@ -226,8 +226,7 @@ static int db_tostring(lua_State *L)
 
 /* ---- statements -------------------------------------------------------------- */
 
-/* Bind the value at stack index idx to parameter i. */
-/* Bind the value at idx to parameter i. `keep` (SQLITE_STATIC or
+/* Bind the value at stack index idx to parameter i. `keep` (SQLITE_STATIC or
  * SQLITE_TRANSIENT) says whether SQLite may point into a Lua string or must
  * copy it: static only where the string stays on the stack until the
  * statement is reset (run, first, rows: one call binds, steps and resets). */

@@ -326,9 +326,10 @@ end
 -- Until written the jobs stay leased, in flight; the methods that read jobs
 -- (get, pending, dead, cancel) and close write them first. At an nginx
 -- worker's exit this timeout is called cancelled, and still writes them.
-
+-- Not inside a running pass (its claim took them) nor an open q:batch (the
+-- store's transaction is the batch's).
 local function settle(self)
-  if #self._acks > 0 and not self._running then flush_acks(self) end
+  if #self._acks > 0 and not self._running and not self._batching then flush_acks(self) end
 end
 
 local function acks_later(self)
@@ -336,7 +337,9 @@ local function acks_later(self)
   if self._ack_delay == 0 then return flush_acks(self) end
   self._flush = later(self, self._ack_delay, function()
     self._flush = nil
-    if not self._closed then settle(self) end
+    if self._closed then return end
+    if self._batching then return acks_later(self) end -- a yielded q:batch: after it
+    settle(self)
   end)
   if not self._flush then flush_acks(self) end -- the timer refused or is stopped: now
 end
@@ -563,7 +566,7 @@ function Q:cancel(id)
   live(self, "cancel")
   if not name(id) then argerror(1, "cancel", "non-empty string expected, got " .. type_name(id)) end
   if other_batch(self) then return nil, BATCH_BUSY end
-  if not self._batching then settle(self) end -- a job that ran is not cancelled
+  settle(self) -- a job that ran is not cancelled
   local key, err = self._engine:cancel(id)
   if key == nil then return nil, "hwtimer.durable: " .. tostring(err) end
   if key == false then return false end
@@ -580,21 +583,21 @@ end
 function Q:get(id)
   live(self, "get")
   if not name(id) then argerror(1, "get", "non-empty string expected, got " .. type_name(id)) end
-  if not self._batching then settle(self) end
+  settle(self)
   return self._engine:get(id)
 end
 
 --- n = q:pending()
 function Q:pending()
   live(self, "pending")
-  if not self._batching then settle(self) end
+  settle(self)
   return self._engine:pending()
 end
 
 --- list = q:dead()
 function Q:dead()
   live(self, "dead")
-  if not self._batching then settle(self) end
+  settle(self)
   return self._engine:dead()
 end
 

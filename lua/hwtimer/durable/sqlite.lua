@@ -280,9 +280,12 @@ local function write_acks(self, acks, hi, reload)
       n, err = st.bury:run(seq, owner, a[3])
     else
       local due, attempt = next_due(a)
-      n, err = st.requeue:run(seq, owner, due, attempt)
-      if n == 1 and due < hi then
-        reload[#reload + 1] = { self.db:last_insert_rowid(), due }
+      local new_seq
+      n, new_seq = st.requeue:run(seq, owner, due, attempt)
+      if not n then
+        err = new_seq
+      elseif n == 1 and due < hi then
+        reload[#reload + 1] = { new_seq, due }
       end
     end
     if not n then return nil, err end
