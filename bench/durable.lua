@@ -246,11 +246,19 @@ local ok, err = pcall(function()
       end))
     end
     local after = used_memory()
-    local hash = admin:eval("return redis.call('MEMORY', 'USAGE', KEYS[1], 'SAMPLES', 0)", 1, "{bench_mem:default}:jobs")
-    local zset = admin:eval("return redis.call('MEMORY', 'USAGE', KEYS[1], 'SAMPLES', 0)", 1, "{bench_mem:default}:r:far")
+    -- MEMORY USAGE of the keys: the jobs' buckets, the kind's slots and index
+    local function usage(pattern)
+      return admin:eval([[
+        local n, keys = 0, 0
+        for _, k in ipairs(redis.call('KEYS', ARGV[1])) do
+          n, keys = n + redis.call('MEMORY', 'USAGE', k, 'SAMPLES', 0), keys + 1
+        end
+        return { n, keys }]], 0, pattern)
+    end
+    local buckets, slots = usage("{bench_mem:default}:j:*"), usage("{bench_mem:default}:r:far*")
     print(string.format("durable (Redis) memory per stored job (%d jobs, 24-digit ids, 10-byte payloads): " ..
-      "%.0f B by INFO used_memory (MEMORY USAGE: %.0f B in the jobs hash + %.0f B in the kind's sorted set)",
-      n, (after - before) / n, hash / n, zset / n))
+      "%.0f B by INFO used_memory (MEMORY USAGE: %.0f B in %d job buckets + %.0f B in %d slots of the kind)",
+      n, (after - before) / n, buckets[1] / n, buckets[2], slots[1] / n, slots[2]))
     q:close()
     timer:close()
     admin:flushall()

@@ -109,6 +109,27 @@ describe("hwtimer.durable with Redis", function()
     return tonumber(t[1]) + tonumber(t[2]) / 1e6
   end
 
+  -- The jobs as Redis holds them, over every bucket: id -> { owner = the
+  -- lease's holder or "", ready = its ready time in microseconds }.
+  local function stored_jobs()
+    local tag = "{" .. prefix .. ":default}"
+    local r = client:eval([[
+      local out = {}
+      for b = 0, tonumber(redis.call('HGET', KEYS[2], 'buckets')) - 1 do
+        local all = redis.call('HGETALL', KEYS[1] .. ':' .. b)
+        for i = 1, #all, 2 do
+          local owner, _, _, _, ready = select(5, cmsgpack.unpack(all[i + 1]))
+          out[#out + 1] = all[i]
+          out[#out + 1] = owner
+          out[#out + 1] = string.format('%.0f', ready)
+        end
+      end
+      return out]], 2, tag .. ":j", tag .. ":meta")
+    local jobs = {}
+    for i = 1, #r, 3 do jobs[r[i]] = { owner = r[i + 1], ready = tonumber(r[i + 2]) } end
+    return jobs
+  end
+
   local function open(opts)
     opts = opts or {}
     if opts.redis == nil then opts.redis = connect() end
@@ -144,7 +165,9 @@ describe("hwtimer.durable with Redis", function()
       local keys = client:keys("*" .. prefix .. "*")
       table.sort(keys)
       local tag = "{" .. prefix .. ":default}"
-      assert.same({ tag .. ":jobs", tag .. ":kinds", tag .. ":meta", tag .. ":r:k" }, keys)
+      local slot = keys[5] and keys[5]:match("^" .. tag:gsub("%p", "%%%0") .. ":r:k:(%d+)$")
+      assert.truthy(slot, keys[5])
+      assert.same({ tag .. ":j:0", tag .. ":kinds", tag .. ":meta", tag .. ":r:k", tag .. ":r:k:" .. slot }, keys)
       assert.equal("hwtimer.durable", client:hget(tag .. ":meta", "app"))
       q = assert(open())
       assert.equal(1, q:pending())
@@ -152,14 +175,14 @@ describe("hwtimer.durable with Redis", function()
 
     it("refuses keys of another type or another program, and leaves them as they were", function()
       local tag = "{" .. prefix .. ":default}"
-      client:set(tag .. ":jobs", "someone else's")
+      client:set(tag .. ":j:0", "someone else's")
       local queue, err = open()
       assert.is_nil(queue)
       assert.equal("hwtimer.durable: redis " .. tag .. ": key " .. tag ..
-        ":jobs is a string, not a hash (not a hwtimer.durable store)", err)
-      assert.equal("someone else's", client:get(tag .. ":jobs"))
-      client:del(tag .. ":jobs")
-      client:hset(tag .. ":jobs", "x", "y")
+        ":j:0 is a string, not a hash (not a hwtimer.durable store)", err)
+      assert.equal("someone else's", client:get(tag .. ":j:0"))
+      client:del(tag .. ":j:0")
+      client:hset(tag .. ":j:0", "x", "y")
       queue, err = open()
       assert.is_nil(queue)
       assert.equal("hwtimer.durable: redis " .. tag .. ": not a hwtimer.durable store (no " .. tag .. ":meta)", err)
@@ -172,8 +195,8 @@ describe("hwtimer.durable with Redis", function()
       client:hset(tag .. ":meta", "format", "7")
       queue, err = open()
       assert.is_nil(queue)
-      assert.equal("hwtimer.durable: redis " .. tag .. ": store format 7, this module reads 1", err)
-      client:hset(tag .. ":meta", "format", "1")
+      assert.equal("hwtimer.durable: redis " .. tag .. ": store format 7, this module reads 2", err)
+      client:hset(tag .. ":meta", "format", "2")
       client:sadd(tag .. ":kinds", "k")
       client:set(tag .. ":r:k", "x")
       queue, err = open()
@@ -223,7 +246,7 @@ describe("hwtimer.durable with Redis", function()
     it("is durable when it returns: another client sees the job", function()
       q = assert(open())
       assert.equal("order-1", q:schedule("k", 60, nil, { id = "order-1" }))
-      assert.equal(1, client:hexists("{" .. prefix .. ":default}:jobs", "order-1") and 1 or 0)
+      assert.truthy(stored_jobs()["order-1"])
       assert.equal(1, client:zcard("{" .. prefix .. ":default}:r:k"))
     end)
 
@@ -372,8 +395,7 @@ describe("hwtimer.durable with Redis", function()
     it("wait for the next claim, which writes them; reads of jobs write them first", function()
       -- (no poll or sweep: either would claim, and write them, on its own)
       q = assert(open({ ack_delay = 30, poll = 60, sweep = 60 }))
-      local jobs = "{" .. prefix .. ":default}:jobs"
-      local function stored(id) return client:hexists(jobs, id) end
+      local function stored(id) return stored_jobs()[id] ~= nil end
       local ran = {}
       q:handle("k", function(job) ran[#ran + 1] = job.id end)
       assert(q:schedule("k", 0.05, nil, { id = "a" }))
@@ -385,6 +407,86 @@ describe("hwtimer.durable with Redis", function()
       assert.is_true(stored("b"))
       assert.equal(0, q:pending())
       assert.is_false(stored("b"))
+    end)
+  end)
+
+  describe("the store's layout", function()
+    -- Redis packs a hash or sorted set of up to 128 short entries into one
+    -- array (listpack), a few bytes an entry; past that it costs ~120 bytes
+    -- an entry. The jobs spread over buckets, the ready times over slots.
+    local function layout()
+      local r = client:eval([[
+        local out = {}
+        for _, k in ipairs(redis.call('KEYS', ARGV[1])) do
+          local t = redis.call('TYPE', k).ok
+          local n = t == 'hash' and redis.call('HLEN', k) or t == 'zset' and redis.call('ZCARD', k) or 0
+          out[#out + 1] = k
+          out[#out + 1] = redis.call('OBJECT', 'ENCODING', k)
+          out[#out + 1] = n
+        end
+        return out]], 0, "{" .. prefix .. ":default}:*")
+      local keys = {}
+      for i = 1, #r, 3 do keys[r[i]] = { encoding = r[i + 1], n = r[i + 2] } end
+      return keys
+    end
+
+    it("keeps every bucket and slot packed however the jobs crowd, and every job findable", function()
+      q = assert(open())
+      local now, n = server_now(), 3000
+      -- a third over a year, a third within a minute an hour on, a third at one instant
+      local function at(i)
+        if i % 3 == 0 then return now + 365 * 86400 * i / n end
+        if i % 3 == 1 then return now + 3600 + 60 * i / n end
+        return now + 86400
+      end
+      assert(q:batch(function(b)
+        for i = 1, n do b:at("k", at(i), nil, { id = "id" .. i }) end
+      end))
+      assert.equal(n, q:pending())
+      local tag = "{" .. prefix .. ":default}"
+      local buckets, slots, crowded = 0, 0, 0
+      for key, k in pairs(layout()) do
+        if key:find(tag .. ":j:", 1, true) then
+          buckets = buckets + 1
+          assert.equal("listpack", k.encoding, key .. " holds " .. k.n)
+        elseif key:find(tag .. ":r:k:", 1, true) then
+          slots = slots + 1
+          if k.encoding ~= "listpack" then -- only the instant's, which cannot split
+            crowded = crowded + 1
+            assert.equal(n / 3, k.n)
+          end
+        end
+      end
+      assert.equal(tonumber(client:hget(tag .. ":meta", "buckets")), buckets)
+      assert.is_true(buckets >= n / 40, buckets .. " buckets")
+      assert.equal(1, crowded)
+      assert.is_true(slots >= 2 * n / 3 / 128, slots .. " slots")
+      for i = 1, n, 7 do
+        local job = q:get("id" .. i)
+        assert.is_true(math.abs(job.due - at(i)) < 2e-6, "id" .. i)
+      end
+      for i = 2, n, 2 do assert.is_true(q:cancel("id" .. i)) end
+      assert.equal(n / 2, q:pending())
+      for i = 1, n do assert.equal(i % 2 == 1, q:get("id" .. i) ~= nil) end
+    end)
+
+    it("runs jobs scheduled in any order by their due time, and leaves no slot behind", function()
+      q = assert(open())
+      local now, n, order = server_now(), 600, {}
+      local dues = {}
+      for i = 1, n do dues[i] = now + 0.2 * SLOW + 0.3 * SLOW * ((i * 7919) % n) / n end
+      assert(q:batch(function(b)
+        for i = 1, n do b:at("k", dues[i], nil, { id = "o" .. i }) end
+      end))
+      q:handle("k", function(job) order[#order + 1] = job.due end)
+      assert.is_true(wait(function() return #order == n end, 10 * SLOW))
+      for i = 2, n do assert.is_true(order[i - 1] <= order[i], "out of order at " .. i) end
+      assert.equal(0, q:pending())
+      local left = {}
+      for key in pairs(layout()) do
+        if not key:find(":meta$") and not key:find(":kinds$") then left[#left + 1] = key end
+      end
+      assert.same({}, left)
     end)
   end)
 
@@ -655,7 +757,7 @@ describe("hwtimer.durable with Redis", function()
     local limit = hwtimer.now() + 10 * SLOW
     while runs_of()["x"] == nil and hwtimer.now() < limit do sleep(0.01) end
     assert.equal(1, runs_of()["x"], helpers.read_file(dir .. "/w.log"))
-    local lease_end = tonumber(client:zscore("{" .. prefix .. ":default}:r:job", "x")) / 1e6
+    local lease_end = stored_jobs()["x"].ready / 1e6
     assert.is_true(q:get("x").leased)
     sh("kill -9 " .. pid)
     assert.is_true(wait_exit(pid, 5))
@@ -686,15 +788,8 @@ describe("hwtimer.durable with Redis", function()
     local _, _, ran_before = runs_of()
     assert.is_true(ran_before >= n / 3 and ran_before < n, "killed after " .. ran_before .. " runs")
     local in_flight = {}
-    for _, id in ipairs(client:eval([[
-      local out = {}
-      local all = redis.call('HGETALL', KEYS[1])
-      for i = 1, #all, 2 do
-        local owner = select(5, cmsgpack.unpack(all[i + 1]))
-        if owner ~= '' then out[#out + 1] = all[i] end
-      end
-      return out]], 1, "{" .. prefix .. ":default}:jobs")) do
-      in_flight[id] = true
+    for id, job in pairs(stored_jobs()) do
+      if job.owner ~= "" then in_flight[id] = true end
     end
     pid = start_worker(1, true, false, dir .. "/w2.log")
     assert.is_true(wait_exit(pid, 60), "the restarted worker did not finish")

@@ -488,8 +488,9 @@ local function put(self, fname, kind, when, relative, payload, opts, every)
   end
   local batching = self._batching
   if batching ~= nil and batching ~= current() then return nil, BATCH_BUSY end
+  local fresh = id == nil -- ours: no job of that id to replace
   id = id or self._random_id()
-  local key, due = self._engine:put(id, kind, payload, when, relative, every)
+  local key, due = self._engine:put(id, kind, payload, when, relative, every, fresh)
   if not key then return nil, "hwtimer.durable: " .. tostring(due) end
   if key ~= true and due < self._loaded_until then -- true: part of a batch not yet sent
     if self._batching then

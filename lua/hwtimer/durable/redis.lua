@@ -193,7 +193,7 @@ function E.open(o, owner)
     name = "redis " .. base, owner = owner, sha = {}, kinds = {}, handled = {},
     offset = 0, offset_lo = -math.huge, offset_hi = math.huge, synced_at = mono(),
     claimed_until = 0,
-    keys = { base .. ":jobs", base .. ":kinds", base .. ":dead", base .. ":meta" },
+    keys = { base .. ":j", base .. ":kinds", base .. ":dead", base .. ":meta" },
   }, E)
   if type(o.redis) == "function" or (getmetatable(o.redis) and not o.redis.evalsha) then
     self.connect = o.redis
@@ -212,22 +212,23 @@ function E:close() self.closed = true end
 -- Jobs
 ---------------------------------------------------------------------------
 
-local function job_put_fields(parts, id, kind, payload, when, relative, every)
+local function job_put_fields(parts, id, kind, payload, when, relative, every, fresh)
   local n = #parts
   parts[n + 1], parts[n + 2] = id, kind
   parts[n + 3], parts[n + 4] = payload and "1" or "0", payload or ""
   parts[n + 5], parts[n + 6] = us(when), relative and "1" or "0"
-  parts[n + 7] = every and us(every) or "0"
+  parts[n + 7], parts[n + 8] = every and us(every) or "0", fresh and "1" or "0"
 end
 
 -- Store one job (in a batch: keep it for the commit, returning true).
-function E:put(id, kind, payload, when, relative, every)
+-- `fresh`: the front made the id, so no job has it (nothing to replace).
+function E:put(id, kind, payload, when, relative, every, fresh)
   if self.batch then
-    job_put_fields(self.batch, id, kind, payload, when, relative, every)
+    job_put_fields(self.batch, id, kind, payload, when, relative, every, fresh)
     return true
   end
   local parts = {}
-  job_put_fields(parts, id, kind, payload, when, relative, every)
+  job_put_fields(parts, id, kind, payload, when, relative, every, fresh)
   local res, err = self:run("put", blob(parts))
   if not res then return nil, err end
   local due = tonumber(res[2])
