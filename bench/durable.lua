@@ -87,8 +87,11 @@ end
 local lua = _VERSION .. (jit and " (" .. jit.version .. ")" or "")
 print(string.format("== hwtimer.durable on %s, SQLite %s", lua, sqlite.sqlite_version))
 
+-- HWT_BENCH_ONLY=redis: the Redis rows alone.
+local sqlite_rows = os.getenv("HWT_BENCH_ONLY") ~= "redis"
+
 -- Schedules per second: one commit each, then all in one batch.
-do
+if sqlite_rows then
   local timer = hwtimer.new()
   local q = assert(durable.open(timer, { path = fresh("bench_schedule.db") }))
   local t0 = hwtimer.now()
@@ -105,7 +108,7 @@ do
 end
 
 -- Lateness of jobs due in 1-2 s, from the due time (wall clock) to the handler.
-do
+if sqlite_rows then
   local timer = hwtimer.new()
   local q = assert(durable.open(timer, { path = fresh("bench_late.db") }))
   local late = {}
@@ -121,7 +124,7 @@ do
 end
 
 -- RSS of a process that opens a store of 10^6 jobs due over a year.
-do
+if sqlite_rows then
   local timer = hwtimer.new()
   local path = fresh("bench_far.db")
   local q = assert(durable.open(timer, { path = path }))
@@ -143,7 +146,7 @@ do
 end
 
 -- Catch-up: open a store with 10^5 overdue jobs and run them all.
-do
+if sqlite_rows then
   local timer = hwtimer.new()
   local path = fresh("bench_over.db")
   local q = assert(durable.open(timer, { path = path }))
@@ -175,6 +178,7 @@ end
 
 local server = N.start_redis()
 local function connect() return redis.connect("127.0.0.1", server.port) end
+local function connect_unix() return redis.connect("unix://" .. server.socket) end
 local ok, err = pcall(function()
   local admin = connect()
   local version = admin:info("server").server.redis_version
@@ -186,23 +190,28 @@ local ok, err = pcall(function()
     while not done() and hwtimer.now() < limit do timer:run(0.02) end
   end
 
-  -- Schedules per second: a script call each, then q:batch of 1,000 (one call each).
+  -- Schedules per second: a script call each, then q:batch of 1,000 (one
+  -- call each). One at a time, each beside its floor: a round trip of the
+  -- same client with the least a script can do (read TIME); over loopback
+  -- TCP, then over the server's unix socket.
   do
-    local timer = hwtimer.new()
-    local q = assert(durable.open(timer, { redis = connect(), prefix = "bench_schedule" }))
+    local timer, q = hwtimer.new(), nil
+    for _, via in ipairs({ { "TCP", connect }, { "unix socket", connect_unix } }) do
+      local c = via[2]()
+      q = assert(durable.open(timer, { redis = c, prefix = "bench_schedule" }))
+      local t0 = hwtimer.now()
+      for _ = 1, n_one do assert(q:schedule("far", 3600)) end
+      print(string.format("durable (Redis) schedules one at a time (a script call each, %s): %.0f /s  (%d jobs)",
+        via[1], n_one / (hwtimer.now() - t0), n_one))
+      local sha = c:script("load", "return redis.call('TIME')")
+      t0 = hwtimer.now()
+      for _ = 1, n_one do c:evalsha(sha, 0) end
+      print(string.format("floor (Redis): round trips of redis-lua, EVALSHA of a script that reads TIME, one at a time, %s: %.0f /s",
+        via[1], n_one / (hwtimer.now() - t0)))
+      q:close()
+    end
+    q = assert(durable.open(timer, { redis = connect(), prefix = "bench_schedule" }))
     local t0 = hwtimer.now()
-    for _ = 1, n_one do assert(q:schedule("far", 3600)) end
-    print(string.format("durable (Redis) schedules one at a time (a script call each): %.0f /s  (%d jobs)",
-      n_one / (hwtimer.now() - t0), n_one))
-    -- The floor under it: a round trip of the same client with the least a
-    -- script can do (read TIME), one at a time.
-    local c = connect()
-    local sha = c:script("load", "return redis.call('TIME')")
-    t0 = hwtimer.now()
-    for _ = 1, n_one do c:evalsha(sha, 0) end
-    print(string.format("floor (Redis): round trips of redis-lua, EVALSHA of a script that reads TIME, one at a time: %.0f /s",
-      n_one / (hwtimer.now() - t0)))
-    t0 = hwtimer.now()
     for _ = 1, n_batch / 1000 do
       assert(q:batch(function(b)
         for _ = 1, 1000 do b:schedule("far", 3600) end

@@ -149,16 +149,17 @@ function N.redis_lua()
   return ok and redis or nil
 end
 
--- One redis-server on a free loopback port, no persistence, daemonized with
--- its pid in its own directory; `extra` adds options. Returns
--- { port =, pid =, dir = }.
+-- One redis-server on a free loopback port (and a unix socket in its
+-- directory, redis.sock), no persistence, daemonized with its pid in its own
+-- directory; `extra` adds options. Returns { port =, pid =, dir =, socket = }.
 local function redis_server(extra)
   local port = N.free_port()
   local dir = os.tmpname()
   os.remove(dir)
   assert(sh("mkdir -p " .. dir))
   assert(sh(string.format("redis-server --bind 127.0.0.1 --port %d --save '' --appendonly no " ..
-    "--daemonize yes --dir %s --pidfile %s/redis.pid --logfile %s/redis.log %s", port, dir, dir, dir,
+    "--unixsocket %s/redis.sock --unixsocketperm 700 " ..
+    "--daemonize yes --dir %s --pidfile %s/redis.pid --logfile %s/redis.log %s", port, dir, dir, dir, dir,
     extra or "")))
   local pid
   for _ = 1, 100 do
@@ -169,7 +170,7 @@ local function redis_server(extra)
     c:close()
     socket.sleep(0.05)
   end
-  return { port = port, pid = pid, dir = dir }
+  return { port = port, pid = pid, dir = dir, socket = dir .. "/redis.sock" }
 end
 
 -- Stop servers { pid =, dir = } (all signalled first, then waited for).
@@ -186,10 +187,11 @@ local function stop_redis(servers)
   end
 end
 
--- A redis-server for a spec: { port =, stop = fn } (stopped by its pid).
+-- A redis-server for a spec: { port =, socket =, stop = fn } (stopped by
+-- its pid).
 function N.start_redis()
   local node = redis_server()
-  return { port = node.port, stop = function() stop_redis({ node }) end }
+  return { port = node.port, socket = node.socket, stop = function() stop_redis({ node }) end }
 end
 
 -- A Redis Cluster of `n` masters (default 3) on loopback ports, slots

@@ -87,6 +87,7 @@ local function fields(out, raw) fields_of(out, unpack(raw)) end
 -- The jobs' buckets (linear hashing): with n buckets and p the largest
 -- power of two <= n, a job is in bucket h % 2p, or h % p when that is n or
 -- more; one more bucket splits bucket n - p between itself and n.
+local PACKED = 128 -- the most entries Redis keeps packed (its default)
 local LOAD = 40 -- a bucket of a round not yet split holds up to twice that
 local buckets, jobs, pow
 local function bucket_state()
@@ -118,10 +119,16 @@ local function split_bucket()
   buckets, last_id = buckets + 1, nil
   if buckets == 2 * pow then pow = buckets end
   redis.call('HSET', META, 'buckets', buckets)
-  -- both written anew, so that both are packed again
-  redis.call('DEL', key)
-  if #stay > 0 then redis.call('HSET', key, tunpack(stay)) end
-  if #move > 0 then redis.call('HSET', new, tunpack(move)) end
+  if #move == 0 then return end
+  redis.call('HSET', new, tunpack(move))
+  if #all > 2 * PACKED then -- unpacked: written anew, to be packed again
+    redis.call('DEL', key)
+    if #stay > 0 then redis.call('HSET', key, tunpack(stay)) end
+  else
+    local ids = {}
+    for i = 1, #move, 2 do ids[#ids + 1] = move[i] end
+    redis.call('HDEL', key, tunpack(ids))
+  end
 end
 local function jget(id)
   bucket_state()
@@ -151,7 +158,7 @@ end
 -- The kinds' slots: disjoint spans [start, start + width) of ready times,
 -- width a power of two microseconds, at most CELL; a slot that reaches
 -- SLOT_MAX jobs halves (until a width of 1 us).
-local SLOT_MAX, CELL = 128, 2 ^ 40 -- 2^40 us: 12.7 days
+local SLOT_MAX, CELL = PACKED, 2 ^ 40 -- 2^40 us: 12.7 days
 local function rkey(kind) return base .. ':r:' .. kind end
 local function slot_key(ik, start) return ik .. ':' .. int(start) end
 local function slot_of(member)
@@ -168,42 +175,43 @@ local function slot_at(ik, ready)
   if ready < s + w then return s, w, r[1] end
   return nil, s + w
 end
--- Write the jobs of a slot (id, ready pairs) as slots of half its width
--- and less, each holding fewer than SLOT_MAX.
-local function write_halves(ik, start, width, list)
-  local half = width / 2
-  local lower, upper = {}, {}
-  for i = 1, #list, 2 do
-    local to = tonumber(list[i + 1]) < start + half and lower or upper
-    to[#to + 1], to[#to + 2] = list[i + 1], list[i]
+-- A slot that reached SLOT_MAX: narrowed to the smallest span of its
+-- width's halvings that holds all its jobs, then split at that span's
+-- middle, inside Redis (ZRANGESTORE): the lower half keeps the key when it
+-- keeps the start, the upper half moves to a key of its own. Both hold
+-- fewer than SLOT_MAX, and stay packed. Jobs all at one microsecond stay
+-- together in a slot 1 us wide, which grows past SLOT_MAX unpacked.
+local function split_slot(ik, c)
+  local s, w, sk = c.start, c.width, c.key
+  local lo = tonumber(redis.call('ZRANGE', sk, 0, 0, 'WITHSCORES')[2])
+  local hi = tonumber(redis.call('ZRANGE', sk, -1, -1, 'WITHSCORES')[2])
+  while w > 1 and floor(lo / (w / 2)) == floor(hi / (w / 2)) do w = w / 2 end
+  local start = floor(lo / w) * w
+  redis.call('ZREM', ik, c.member)
+  local key = slot_key(ik, start)
+  if start ~= s then redis.call('RENAME', sk, key) end
+  if w == 1 then
+    redis.call('ZADD', ik, start, slot_name(start, 1))
+    return
   end
-  for _, part in ipairs({ { start, lower }, { start + half, upper } }) do
-    local s, items = part[1], part[2]
-    if #items > 0 then
-      if #items / 2 >= SLOT_MAX and half > 1 then
-        local pairs_ = {}
-        for i = 1, #items, 2 do pairs_[#pairs_ + 1], pairs_[#pairs_ + 2] = items[i + 1], items[i] end
-        write_halves(ik, s, half, pairs_)
-      else
-        redis.call('ZADD', ik, int(s), slot_name(s, half))
-        redis.call('ZADD', slot_key(ik, s), tunpack(items))
-      end
-    end
-  end
+  local half = w / 2
+  local mid = start + half
+  local upper = slot_key(ik, mid)
+  redis.call('ZRANGESTORE', upper, key, mid, '+inf', 'BYSCORE')
+  redis.call('ZREMRANGEBYSCORE', key, mid, '+inf')
+  redis.call('ZADD', ik, start, slot_name(start, half), mid, slot_name(mid, half))
 end
--- The slot each kind last wrote, { start, width, member, jobs }: a batch
--- of jobs due close together finds it without a query.
+-- The slot each kind last wrote, { start, width, member, key, jobs }: a
+-- batch of jobs due close together finds it without a query.
 local last_slot = {}
-local function ready_add(kind, id, ready)
-  local ik = rkey(kind)
+local function slot_for(ik, kind, ready)
   local c = last_slot[kind]
-  local s, w, member, n
-  if c and ready >= c[1] and ready < c[1] + c[2] then
-    s, w, member, n = c[1], c[2], c[3], c[4]
+  if c and ready >= c.start and ready < c.start + c.width then return c end
+  local s, w, member = slot_at(ik, ready)
+  local jobs = 0
+  if s then
+    jobs = redis.call('ZCARD', slot_key(ik, s))
   else
-    s, w, member = slot_at(ik, ready)
-  end
-  if not s then
     local before = w
     local r = redis.call('ZRANGEBYSCORE', ik, '(' .. int(ready), '+inf', 'LIMIT', 0, 1)
     local after = r[1] and slot_of(r[1]) or math.huge
@@ -214,44 +222,48 @@ local function ready_add(kind, id, ready)
       s = floor(ready / w) * w
     end
     member = slot_name(s, w)
-    redis.call('ZADD', ik, int(s), member)
+    redis.call('ZADD', ik, s, member)
   end
-  local sk = slot_key(ik, s)
-  local added = redis.call('ZADD', sk, int(ready), id)
-  n = n and n + added or redis.call('ZCARD', sk)
-  last_slot[kind] = { s, w, member, n }
-  if w > 1 and n >= SLOT_MAX then
-    local list = redis.call('ZRANGE', sk, 0, -1, 'WITHSCORES')
-    redis.call('DEL', sk)
-    redis.call('ZREM', ik, member)
-    write_halves(ik, s, w, list)
-    last_slot[kind] = nil
-  end
+  c = { start = s, width = w, member = member, key = slot_key(ik, s), jobs = jobs }
+  last_slot[kind] = c
+  return c
 end
-local function ready_del(kind, id, ready)
+-- Index jobs of `kind` by ready time: list = { ready, id, ready, id, ... }.
+-- A run of them in one slot is one ZADD.
+local function ready_add(kind, list)
   local ik = rkey(kind)
-  local c = last_slot[kind]
-  local s, member
-  if c and ready >= c[1] and ready < c[1] + c[2] then
-    s, member = c[1], c[3]
-  else
-    local _
-    c = nil
-    s, _, member = slot_at(ik, ready)
-  end
-  if not s then return end
-  local sk = slot_key(ik, s)
-  if redis.call('ZREM', sk, id) == 1 then
-    if c then c[4] = c[4] - 1 end
-    if (c and c[4] or redis.call('EXISTS', sk)) == 0 then
-      redis.call('ZREM', ik, member)
+  local i, n = 1, #list
+  while i <= n do
+    local c = slot_for(ik, kind, list[i])
+    local room = c.width > 1 and SLOT_MAX - c.jobs or math.huge
+    local args, start, stop = {}, c.start, c.start + c.width
+    while i <= n and list[i] >= start and list[i] < stop and #args < 2 * room do
+      args[#args + 1], args[#args + 2] = list[i], list[i + 1]
+      i = i + 2
+    end
+    c.jobs = c.jobs + redis.call('ZADD', c.key, tunpack(args))
+    if c.width > 1 and c.jobs >= SLOT_MAX then
+      split_slot(ik, c)
       last_slot[kind] = nil
     end
   end
 end
--- Call f(id, ready) for the jobs of `kind` with lo < ready < hi (lo, hi:
--- numbers, or nil for no bound), oldest first, until it returns false.
-local function ready_each(kind, lo, hi, f)
+-- Drop ids from the slot `key` (member of the index of `kind`).
+local function slot_remove(kind, key, member, ids)
+  if redis.call('ZREM', key, tunpack(ids)) == 0 then return end
+  local c = last_slot[kind]
+  if c and c.key == key then last_slot[kind] = nil end
+  if redis.call('EXISTS', key) == 0 then redis.call('ZREM', rkey(kind), member) end
+end
+local function ready_del(kind, id, ready)
+  local ik = rkey(kind)
+  local s, _, member = slot_at(ik, ready)
+  if s then slot_remove(kind, slot_key(ik, s), member, { id }) end
+end
+-- Call f(id, ready, slot key, slot member) for at most `most` (nil: all)
+-- jobs of `kind` with lo < ready < hi (lo, hi: numbers, or nil for no bound),
+-- oldest first, until it returns false.
+local function ready_each(kind, lo, hi, most, f)
   local ik = rkey(kind)
   local from = '-inf'
   if lo then
@@ -264,23 +276,42 @@ local function ready_each(kind, lo, hi, f)
   while true do
     local slots = redis.call('ZRANGEBYSCORE', ik, from, to, 'LIMIT', offset, 16)
     for i = 1, #slots do
-      local sk = slot_key(ik, slot_of(slots[i]))
-      local r = redis.call('ZRANGEBYSCORE', sk, lo_s, hi_s, 'WITHSCORES')
+      local key = slot_key(ik, slot_of(slots[i]))
+      local r = redis.call('ZRANGEBYSCORE', key, lo_s, hi_s, 'WITHSCORES', 'LIMIT', 0, most or -1)
       for j = 1, #r, 2 do
-        if f(r[j], tonumber(r[j + 1])) == false then return end
+        if most then most = most - 1 end
+        if f(r[j], tonumber(r[j + 1]), key, slots[i]) == false or most == 0 then return end
       end
     end
     if #slots < 16 then return end
     offset = offset + 16
   end
 end
--- the earliest ready time of `kind` (nil: none)
+-- Jobs in flight: per kind a sorted set of their ids by the end of their
+-- lease (small: a process's claims not yet acknowledged), apart from the
+-- slots, so that a claim and its acknowledgement touch no slot but the
+-- one the job was due in.
+local function lkey(kind) return base .. ':l:' .. kind end
+-- the earliest ready time of `kind`, in flight or not (nil: none)
 local function ready_first(kind)
   local ik = rkey(kind)
   local first = redis.call('ZRANGE', ik, 0, 0)[1]
-  if not first then return nil end
-  local r = redis.call('ZRANGE', slot_key(ik, slot_of(first)), 0, 0, 'WITHSCORES')
-  return r[2] and tonumber(r[2])
+  local r = first and redis.call('ZRANGE', slot_key(ik, slot_of(first)), 0, 0, 'WITHSCORES') or {}
+  local l = redis.call('ZRANGE', lkey(kind), 0, 0, 'WITHSCORES')
+  local a, b = r[2] and tonumber(r[2]), l[2] and tonumber(l[2])
+  if a and b then return math.min(a, b) end
+  return a or b
+end
+-- Remove a job from the index that holds it (its slot, its kind's leases,
+-- or the dead).
+local function unindex(id, kind, owner, dead, ready)
+  if dead == 1 then
+    redis.call('ZREM', DEAD, id)
+  elseif owner ~= '' then
+    redis.call('ZREM', lkey(kind), id)
+  else
+    ready_del(kind, id, ready)
+  end
 end
 ]]
 
@@ -292,21 +323,23 @@ end
 -- to `reload`.
 local ACK = [[
 local function ack_all(owner, blob, reload)
-  local field = reader(blob)
+  local field, in_flight = reader(blob), {}
   while true do
     local what = field()
-    if not what then return end
+    if not what then break end
     local id, claimed, arg = field(), tonumber(field()), field()
     local raw = jget(id)
     if raw then
-      local kind, due, every, attempt, holder, payload, _, _, ready = unpack(raw)
+      local kind, due, every, attempt, holder, payload = unpack(raw)
       if holder == owner and attempt == claimed then
-        ready_del(kind, id, ready)
+        local ids = in_flight[kind] or {}
+        in_flight[kind] = ids
+        ids[#ids + 1] = id
         if what == 'done' then
           jdel(id)
         elseif what == 'bury' then
           jset(id, pack(kind, due, every, attempt, '', payload, arg, 1, 0))
-          redis.call('ZADD', DEAD, int(due), id)
+          redis.call('ZADD', DEAD, due, id)
         else
           local next_due, next_attempt
           if what == 'next' then -- periods missed while no process ran are skipped
@@ -316,12 +349,13 @@ local function ack_all(owner, blob, reload)
             next_due, next_attempt = now + tonumber(arg), attempt
           end
           jset(id, pack(kind, next_due, every, next_attempt, '', payload, false, 0, next_due))
-          ready_add(kind, id, next_due)
+          ready_add(kind, { next_due, id })
           reload[#reload + 1] = next_due
         end
       end
     end
   end
+  for kind, ids in pairs(in_flight) do redis.call('ZREM', lkey(kind), tunpack(ids)) end
 end
 -- the earliest ready time among the kinds (0: none)
 local function earliest(kinds)
@@ -365,9 +399,11 @@ else
   end
 end
 for _, kind in ipairs(redis.call('SMEMBERS', KINDS)) do
-  local ty = typ(rkey(kind))
-  if ty ~= 'none' and ty ~= 'zset' then
-    return refuse('key ' .. rkey(kind) .. ' is a ' .. ty .. ', not a zset (not a hwtimer.durable store)')
+  for _, k in ipairs({ rkey(kind), lkey(kind) }) do
+    local ty = typ(k)
+    if ty ~= 'none' and ty ~= 'zset' then
+      return refuse('key ' .. k .. ' is a ' .. ty .. ', not a zset (not a hwtimer.durable store)')
+    end
   end
 end
 return { now, 0 }
@@ -388,17 +424,22 @@ while true do
   if relative == '1' then due = now + due end
   local old = fresh ~= '1' and jget(id)
   if old then
-    local old_kind, _, _, _, _, _, _, dead, ready = unpack(old)
-    if dead == 1 then redis.call('ZREM', DEAD, id) else ready_del(old_kind, id, ready) end
+    local old_kind, _, _, _, owner, _, _, dead, ready = unpack(old)
+    unindex(id, old_kind, owner, dead, ready)
   end
   jset(id, pack(kind, due, every, 0, '', has == '1' and payload, false, 0, due))
-  ready_add(kind, id, due)
-  if not kinds[kind] then
-    kinds[kind] = true
+  local list = kinds[kind]
+  if not list then
+    list = {}
+    kinds[kind] = list
     redis.call('SADD', KINDS, kind)
   end
+  list[#list + 1], list[#list + 2] = due, id
   out[#out + 1] = due
 end
+-- (a job put twice in one call leaves its first entry behind, which the
+-- claim that reaches it drops: its ready time is not the job's)
+for kind, list in pairs(kinds) do ready_add(kind, list) end
 return done(out)
 ]])
 
@@ -408,8 +449,8 @@ S.cancel = script([[
 local id = ARGV[1]
 local raw = jget(id)
 if not raw then return { now } end
-local kind, _, _, _, _, _, _, dead, ready = unpack(raw)
-if dead == 1 then redis.call('ZREM', DEAD, id) else ready_del(kind, id, ready) end
+local kind, _, _, _, owner, _, _, dead, ready = unpack(raw)
+unindex(id, kind, owner, dead, ready)
 jdel(id)
 return done({ now, dead == 1 and 0 or ready })
 ]])
@@ -447,12 +488,15 @@ S.range = script([[
 local out, seen = {}, {}
 local lo, hi = tonumber(ARGV[1]), tonumber(ARGV[2])
 for _, kind in ipairs(redis.call('SMEMBERS', KINDS)) do
-  ready_each(kind, lo, hi, function(_, ready)
+  local function add(ready)
     if not seen[ready] then
       seen[ready] = true
       out[#out + 1] = ready
     end
-  end)
+  end
+  ready_each(kind, lo, hi, nil, function(_, ready) add(ready) end)
+  local l = redis.call('ZRANGEBYSCORE', lkey(kind), '(' .. ARGV[1], '(' .. ARGV[2], 'WITHSCORES')
+  for i = 2, #l, 2 do add(tonumber(l[i])) end
 end
 return { now, blob(out) }
 ]])
@@ -476,38 +520,57 @@ return done(reload)
 -- blob of the acknowledgements' new ready times, blob of the jobs: per job
 -- its ready time, id, fields... }.
 S.claim = script([[
-local owner, lease, most = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
+local claimer, lease, most = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
 local kinds = {}
 for i = 5, #ARGV do kinds[#kinds + 1] = ARGV[i] end
 local reload = {}
-ack_all(owner, ARGV[2], reload)
-local due = {}
+ack_all(claimer, ARGV[2], reload)
+-- due: { id, ready, kind, slot key or false (in flight), slot member }
+local due, sort = {}, #kinds > 1
 for _, kind in ipairs(kinds) do
-  local n = 0
-  ready_each(kind, nil, now + 1, function(id, ready)
-    due[#due + 1] = { id, ready, kind }
-    n = n + 1
-    return n < most
+  ready_each(kind, nil, now + 1, most, function(id, ready, key, member)
+    due[#due + 1] = { id, ready, kind, key, member }
   end)
+  local l = redis.call('ZRANGEBYSCORE', lkey(kind), '-inf', now, 'WITHSCORES', 'LIMIT', 0, most)
+  for i = 1, #l, 2 do due[#due + 1] = { l[i], tonumber(l[i + 1]), kind, false } end
+  sort = sort or #l > 0
 end
-if #kinds > 1 then table.sort(due, function(a, b) return a[2] < b[2] end) end
-local rows = {}
+if sort then table.sort(due, function(a, b) return a[2] < b[2] end) end
+-- out of their slots (one ZREM a slot) or their leases (one a kind)
+local from_slot, from_leases, unpack_due = {}, {}, tunpack
 for i = 1, math.min(most, #due) do
-  local id, ready, kind = due[i][1], due[i][2], due[i][3]
-  local raw = jget(id)
-  local k, d, every, attempt, _, payload, _, dead, stored
-  if raw then k, d, every, attempt, _, payload, _, dead, stored = unpack(raw) end
-  if not raw or k ~= kind or dead == 1 or stored ~= ready then
-    ready_del(kind, id, ready) -- an entry its job no longer has
+  local id, _, kind, key, member = unpack_due(due[i])
+  if key then
+    local g = from_slot[key] or { kind, member, {} }
+    from_slot[key] = g
+    local ids = g[3]
+    ids[#ids + 1] = id
   else
-    ready_del(kind, id, ready)
-    jset(id, pack(k, d, every, attempt + 1, owner, payload, false, 0, now + lease))
-    ready_add(kind, id, now + lease)
-    rows[#rows + 1] = ready
-    rows[#rows + 1] = id
-    fields_of(rows, k, d, every, attempt + 1, owner, payload, false, 0)
+    local ids = from_leases[kind] or {}
+    from_leases[kind] = ids
+    ids[#ids + 1] = id
   end
 end
+for key, g in pairs(from_slot) do slot_remove(g[1], key, g[2], g[3]) end
+for kind, ids in pairs(from_leases) do redis.call('ZREM', lkey(kind), tunpack(ids)) end
+local rows, leased, until_ = {}, {}, now + lease
+for i = 1, math.min(most, #due) do
+  local id, ready, kind, in_slot = unpack_due(due[i])
+  local raw = jget(id)
+  local k, d, every, attempt, owner, payload, _, dead, stored
+  if raw then k, d, every, attempt, owner, payload, _, dead, stored = unpack(raw) end
+  -- (an entry its job no longer has is dropped: it was taken out above)
+  if raw and k == kind and dead ~= 1 and stored == ready and (owner == '') == (in_slot and true or false) then
+    jset(id, pack(k, d, every, attempt + 1, claimer, payload, false, 0, until_))
+    local l = leased[kind] or {}
+    leased[kind] = l
+    l[#l + 1], l[#l + 2] = until_, id
+    rows[#rows + 1] = ready
+    rows[#rows + 1] = id
+    fields_of(rows, k, d, every, attempt + 1, claimer, payload, false, 0)
+  end
+end
+for kind, l in pairs(leased) do redis.call('ZADD', lkey(kind), tunpack(l)) end
 return done({ now, earliest(kinds), blob(reload), blob(rows) })
 ]], true)
 
