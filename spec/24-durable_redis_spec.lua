@@ -430,6 +430,33 @@ describe("hwtimer.durable with Redis", function()
       return keys
     end
 
+    -- Every slot of kind k: listed in the index once, disjoint from the
+    -- others, holding only ready times inside its span; and every job not
+    -- dead nor in flight in exactly one of them, at its ready time.
+    local function check_slots()
+      local tag = "{" .. prefix .. ":default}"
+      local index = client:zrange(tag .. ":r:k", 0, -1)
+      local last_end, seen = -1, {}
+      for _, member in ipairs(index) do
+        local start, width = member:match("^(%d+)/(%d+)$")
+        start, width = tonumber(start), tonumber(width)
+        assert.is_true(start >= last_end, "slot " .. member .. " overlaps the one before")
+        assert.equal(0, start % width, member)
+        last_end = start + width
+        local entries = client:zrange(tag .. ":r:k:" .. member:match("^%d+"), 0, -1, "withscores")
+        assert.is_true(#entries > 0, "slot " .. member .. " is listed but empty")
+        for _, e in ipairs(entries) do
+          local id, ready = e[1], tonumber(e[2])
+          assert.is_true(ready >= start and ready < start + width, id .. " outside " .. member)
+          assert.is_nil(seen[id], id .. " in two slots")
+          seen[id] = ready
+        end
+      end
+      for id, job in pairs(stored_jobs()) do
+        if job.owner == "" and job.ready ~= 0 then assert.equal(job.ready, seen[id], id) end
+      end
+    end
+
     it("keeps every bucket and slot packed however the jobs crowd, and every job findable", function()
       q = assert(open())
       local now, n = server_now(), 3000
@@ -465,8 +492,10 @@ describe("hwtimer.durable with Redis", function()
         local job = q:get("id" .. i)
         assert.is_true(math.abs(job.due - at(i)) < 2e-6, "id" .. i)
       end
+      check_slots()
       for i = 2, n, 2 do assert.is_true(q:cancel("id" .. i)) end
       assert.equal(n / 2, q:pending())
+      check_slots()
       for i = 1, n do assert.equal(i % 2 == 1, q:get("id" .. i) ~= nil) end
     end)
 
@@ -478,6 +507,7 @@ describe("hwtimer.durable with Redis", function()
       assert(q:batch(function(b)
         for i = 1, n do b:at("k", dues[i], nil, { id = "o" .. i }) end
       end))
+      check_slots()
       q:handle("k", function(job) order[#order + 1] = job.due end)
       assert.is_true(wait(function() return #order == n end, 10 * SLOW))
       for i = 2, n do assert.is_true(order[i - 1] <= order[i], "out of order at " .. i) end

@@ -212,12 +212,23 @@ function E:close() self.closed = true end
 -- Jobs
 ---------------------------------------------------------------------------
 
+-- A job for the put script, as struct.unpack in Redis reads it: each
+-- string after its length in 4 bytes (big-endian), the flags a byte each.
+local u32
+do
+  local short, char = {}, string.char
+  for n = 0, 255 do short[n] = "\0\0\0" .. char(n) end
+  u32 = function(n)
+    return short[n] or char(floor(n / 16777216) % 256, floor(n / 65536) % 256, floor(n / 256) % 256, n % 256)
+  end
+end
+
 local function job_put_fields(parts, id, kind, payload, when, relative, every, fresh)
-  local n = #parts
-  parts[n + 1], parts[n + 2] = id, kind
-  parts[n + 3], parts[n + 4] = payload and "1" or "0", payload or ""
-  parts[n + 5], parts[n + 6] = us(when), relative and "1" or "0"
-  parts[n + 7], parts[n + 8] = every and us(every) or "0", fresh and "1" or "0"
+  local n, p, w, e = #parts, payload or "", us(when), every and us(every) or "0"
+  parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4] = u32(#id), id, u32(#kind), kind
+  parts[n + 5] = (payload and "\1" or "\0") .. (relative and "\1" or "\0") .. (fresh and "\1" or "\0")
+  parts[n + 6], parts[n + 7], parts[n + 8], parts[n + 9] = u32(#p), p, u32(#w), w
+  parts[n + 10], parts[n + 11] = u32(#e), e
 end
 
 -- Store one job (in a batch: keep it for the commit, returning true).
@@ -229,7 +240,7 @@ function E:put(id, kind, payload, when, relative, every, fresh)
   end
   local parts = {}
   job_put_fields(parts, id, kind, payload, when, relative, every, fresh)
-  local res, err = self:run("put", blob(parts))
+  local res, err = self:run("put", concat(parts))
   if not res then return nil, err end
   local due = tonumber(res[2])
   return due, due / 1e6
@@ -298,7 +309,7 @@ function E:commit(hi)
   local parts = self.batch
   self.batch = nil
   if #parts == 0 then return {} end
-  local res, err = self:run("put", blob(parts))
+  local res, err = self:run("put", concat(parts))
   if not res then return nil, err end
   local reload = {}
   for i = 2, #res do

@@ -223,6 +223,7 @@ local function slot_for(ik, kind, ready)
     end
     member = slot_name(s, w)
     redis.call('ZADD', ik, s, member)
+    redis.call('SADD', KINDS, kind) -- (a kind with jobs has a slot: this is enough)
   end
   c = { start = s, width = w, member = member, key = slot_key(ik, s), jobs = jobs }
   last_slot[kind] = c
@@ -409,30 +410,31 @@ end
 return { now, 0 }
 ]])
 
--- Put: ARGV[1] a blob of (id, kind, has payload, payload, when, relative,
--- every, fresh) per job; `when` is a delay from now when relative. A job
--- with an id that exists replaces it (its lease, attempts and death go with
--- it); a fresh id (96 random bits the client made) is not looked up.
+-- Put: ARGV[1] the jobs, each (id, kind, has payload, relative, fresh,
+-- payload, when, every) as hwtimer.durable.redis writes them for
+-- struct.unpack (a fifth of the time the blob's reader takes here); `when`
+-- is a delay from now when relative. A job with an id that exists replaces
+-- it (its lease, attempts and death go with it); a fresh id (one the
+-- client made: time, a random tag and a count) is not looked up.
 -- Returns { now, due... }.
 S.put = script([[
-local field, out, kinds = reader(ARGV[1]), { now }, {}
-while true do
-  local id = field()
-  if not id then break end
-  local kind, has, payload = field(), field(), field()
-  local due, relative, every, fresh = tonumber(field()), field(), tonumber(field()), field()
-  if relative == '1' then due = now + due end
-  local old = fresh ~= '1' and jget(id)
+local jobs_in, out, kinds, pos = ARGV[1], { now }, {}, 1
+local read = struct.unpack
+while pos <= #jobs_in do
+  local id, kind, has, relative, fresh, payload, due, every
+  id, kind, has, relative, fresh, payload, due, every, pos = read('>I4c0I4c0BBBI4c0I4c0I4c0', jobs_in, pos)
+  due, every = tonumber(due), tonumber(every)
+  if relative == 1 then due = now + due end
+  local old = fresh ~= 1 and jget(id)
   if old then
     local old_kind, _, _, _, owner, _, _, dead, ready = unpack(old)
     unindex(id, old_kind, owner, dead, ready)
   end
-  jset(id, pack(kind, due, every, 0, '', has == '1' and payload, false, 0, due))
+  jset(id, pack(kind, due, every, 0, '', has == 1 and payload, false, 0, due))
   local list = kinds[kind]
   if not list then
     list = {}
     kinds[kind] = list
-    redis.call('SADD', KINDS, kind)
   end
   list[#list + 1], list[#list + 2] = due, id
   out[#out + 1] = due
