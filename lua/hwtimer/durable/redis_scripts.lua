@@ -10,10 +10,11 @@
 --                    error, dead, ready)
 --   {p:q}:r:KIND     per kind, the index of its time slots: sorted set of
 --                    "start/width" (microseconds) scored by start
---   {p:q}:r:KIND:S   the slot starting at S: job ids scored by ready time
---                    (when a job may be claimed: its due time, or while
---                    claimed the end of its lease); dead jobs leave it
---   {p:q}:kinds      set of the kinds ever scheduled (to count and range)
+--   {p:q}:r:KIND:S   the slot starting at S: ids of jobs waiting to run,
+--                    scored by ready time (their due time, or a retry's)
+--   {p:q}:l:KIND     per kind, the jobs in flight: ids scored by the end of
+--                    their lease (reclaimed once it passes)
+--   {p:q}:kinds      set of the kinds with jobs (to count and range)
 --   {p:q}:dead       sorted set: dead job ids scored by their due time
 --   {p:q}:meta       hash: app = hwtimer.durable, format = 2, buckets (how
 --                    many job buckets), jobs (how many jobs, dead ones too)
@@ -26,9 +27,10 @@
 -- one costs a hash table's or a skiplist's nodes, ~120 bytes an entry each
 -- (measured, Redis 7). So the jobs spread over buckets by a hash of their
 -- id, whose count grows one bucket at a time (linear hashing) to keep 40
--- to 80 jobs a bucket; and each kind's ready times spread over slots, power-of-
--- two spans of time that halve where more than 128 jobs crowd one (a
--- timing wheel whose levels follow the load).
+-- to 80 jobs a bucket; and each kind's ready times spread over slots,
+-- power-of-two spans of time that halve where 128 jobs crowd one (a timing
+-- wheel whose levels follow the load). The jobs in flight are few (claimed,
+-- not yet acknowledged) and move twice in a short time: a plain sorted set.
 --
 -- Times are integer microseconds since the epoch (exact in a double until
 -- the year 2255), and "now" is always the server's TIME, never the client's.
