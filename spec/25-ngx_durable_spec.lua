@@ -64,6 +64,10 @@ http {
       sock:close()
       ledger(job, reply:match("\r\n\r\n(%S+)"))
     end)
+    q:handle("slow", function(job)  -- waits on a timer 1.6 leases, then writes its run
+      ngx.sleep(@LEASE@ * 1.6)
+      ledger(job)
+    end)
     q:handle("hang", function(job)  -- the first run waits until the worker is killed
       ledger(job)
       if job.attempt == 1 then ngx.sleep(60) end
@@ -379,6 +383,21 @@ describe("OpenResty: durable jobs in nginx with four workers on " .. engine.name
     assert_no_crash()
   end)
 
+  it("runs a job whose handler waits longer than its lease once: the lease is extended meanwhile", function()
+    schedule("slow", "slow", 4, 1, 0.05)
+    local by_id = wait_runs("slow", 4, LEASE * 1.6 + 10)
+    assert.equal(4, count(by_id), missing(by_id, "slow", 4))
+    assert.equal(0, wait_pending(0, 5))
+    socket.sleep(0.3)  -- a second run would show now
+    by_id = runs_of(redis.port, "slow")
+    for id, list in pairs(by_id) do
+      local runs = {}
+      for _, r in ipairs(list) do runs[#runs + 1] = string.format("pid %d attempt %d late %.3f", r.pid, r.attempt, r.late) end
+      assert.equal(1, #list, id .. " ran " .. #list .. " times: " .. table.concat(runs, "; "))
+    end
+    assert_no_crash()
+  end)
+
   it("gives the job of a worker killed with kill -9 to another worker once its lease ends", function()
     schedule("hang", "hang", 1, 1, 0.05)
     local by_id = wait_runs("hang", 1, 10)
@@ -453,7 +472,11 @@ describe("OpenResty: durable jobs in nginx with four workers on " .. engine.name
     local by_id = wait_runs("quit", 200, 20)
     assert.equal(200, count(by_id), missing(by_id, "quit", 200))
     assert.equal(0, wait_pending(0, 5))
-    for id, list in pairs(by_id) do assert.equal(1, #list, id .. " ran " .. #list .. " times") end
+    for id, list in pairs(by_id) do
+      local runs = {}
+      for _, r in ipairs(list) do runs[#runs + 1] = string.format("pid %d attempt %d late %.3f", r.pid, r.attempt, r.late) end
+      assert.equal(1, #list, id .. " ran " .. #list .. " times: " .. table.concat(runs, "; "))
+    end
     for id, list in pairs(by_id) do
       assert.is_true(list[1].late >= 0, id .. " ran early by " .. -list[1].late .. " s")
       assert.equal(gen, list[1].gen)

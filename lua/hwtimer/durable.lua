@@ -377,6 +377,42 @@ local function run_one(self, row, acks)
   acks[#acks + 1] = outcome(self, row, ok, err)
 end
 
+-- The jobs of a batch wait for the handlers before them, and those that
+-- ran wait for the pass to end before their acknowledgement is written:
+-- once half their lease has passed, the lease of every job of the pass is
+-- extended, so that no other process takes one while this one still means
+-- to run it or to acknowledge it (a batch of 500 handlers of 100 ms each
+-- outlasts a lease of 30 s). A job no longer ours (its lease ran out:
+-- another process may run it) is left. When the store cannot be reached
+-- the pass stops: the jobs not run come back when their lease ends. `p` is
+-- the pass: its rows, the one running (i), how many (n), when last renewed.
+local function renew(self, p)
+  p.renewed = self._now()
+  local kept, err = self._engine:renew(p.rows, 1, p.n, self._lease)
+  if not kept then
+    report(self, "renew: " .. tostring(err))
+    return false
+  end
+  for i = p.i, p.n do
+    if not kept[p.rows[i][2]] then p.rows[i].lost = true end
+  end
+  return true
+end
+
+-- While a handler waits on I/O (a cosocket in nginx, a cqueues or copas
+-- socket), the loop runs other callbacks: this one, every third of the
+-- lease, extends the leases of the pass's jobs. (A
+-- handler that blocks the loop longer than the lease cannot be helped:
+-- its job may run a second time elsewhere.)
+local function renew_later(self, p)
+  p.tick = later(self, self._lease / 3, function()
+    p.tick = nil
+    if self._closed or self._pass ~= p then return end
+    if self._batching then return renew_later(self, p) end -- a yielded q:batch holds the store
+    if renew(self, p) then renew_later(self, p) end
+  end)
+end
+
 -- Claim what is due (by the store's clock; at least by `min_cutoff`, the
 -- ready time of the timeout that fired, where the engine lets the client
 -- say), run it, and go on in another batch at the next dispatch while
@@ -401,10 +437,17 @@ function pass(self, min_cutoff)
   end
   table.sort(rows, by_due)
   for i = 1, n do unload(self, rows[i][1]) end
+  local p = { rows = rows, i = 1, n = n, renewed = self._now() }
+  self._pass = p
+  renew_later(self, p)
   for i = 1, n do
     if self._closed then break end
-    run_one(self, rows[i], self._acks)
+    p.i = i
+    if self._now() - p.renewed > self._lease / 2 and not renew(self, p) then break end
+    if not rows[i].lost then run_one(self, rows[i], self._acks) end
   end
+  self._pass = nil
+  if p.tick then p.tick:cancel() end
   self._running = false
   if self._closed then return end
   if n >= self._batch or self._rerun then

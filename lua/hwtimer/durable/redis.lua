@@ -387,6 +387,21 @@ function E:ack(acks, hi)
   return rows_of(res, 2, #res, hi)
 end
 
+-- Extend the lease of rows[from..to] to `lease` seconds from now (the
+-- server's); returns the set of the ids still ours.
+function E:renew(rows, from, to, lease)
+  local parts = {}
+  for i = from, to do
+    local n = #parts
+    parts[n + 1], parts[n + 2] = rows[i][2], tostring(rows[i][6])
+  end
+  local res, err = self:run("renew", self.owner, us(lease), blob(parts))
+  if not res then return nil, err end
+  local kept = {}
+  for id in fields_of(res[2]) do kept[id] = true end
+  return kept
+end
+
 -- Claim what is due by the server's clock (the front's cutoff is not
 -- used: a client's clock never makes a job early), writing `acks` first.
 -- Rows are { key, id, kind, payload, due, attempt, every }.

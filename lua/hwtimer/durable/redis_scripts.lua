@@ -517,6 +517,28 @@ ack_all(ARGV[1], ARGV[2], reload)
 return done(reload)
 ]], true)
 
+-- Renew: ARGV[1] owner, ARGV[2] lease (microseconds), ARGV[3] a blob of
+-- (id, attempt) per job. Moves the end of each lease the owner still holds
+-- for that attempt to now + lease. Returns { now, blob of those ids }.
+S.renew = script([[
+local owner, until_, field, kept = ARGV[1], now + tonumber(ARGV[2]), reader(ARGV[3]), {}
+while true do
+  local id = field()
+  if not id then break end
+  local claimed = tonumber(field())
+  local raw = jget(id)
+  if raw then
+    local kind, due, every, attempt, holder, payload = unpack(raw)
+    if holder == owner and attempt == claimed then
+      jset(id, pack(kind, due, every, attempt, owner, payload, false, 0, until_))
+      redis.call('ZADD', lkey(kind), until_, id)
+      kept[#kept + 1] = id
+    end
+  end
+end
+return { now, blob(kept) }
+]])
+
 -- Claim: ARGV[1] owner, ARGV[2] acknowledgements written first, ARGV[3]
 -- lease (microseconds), ARGV[4] most jobs, ARGV[5...] the handled kinds.
 -- Takes the due jobs of those kinds, oldest ready first, moving each one's

@@ -74,6 +74,7 @@ local SQL = {
               SELECT queue, id, kind, payload, ?3, ?3, every, ?4 FROM hwtimer_jobs
               WHERE seq = ?1 AND owner = ?2]],
   bury = "UPDATE hwtimer_jobs SET dead = 1, owner = NULL, error = ?3 WHERE seq = ?1 AND owner = ?2",
+  renew = "UPDATE hwtimer_jobs SET ready = ?3 WHERE seq = ?1 AND owner = ?2 AND attempt = ?4",
   data_version = "PRAGMA data_version",
   handle = "INSERT OR IGNORE INTO temp.hwtimer_handled (kind) VALUES (?1)",
   unhandle = "DELETE FROM temp.hwtimer_handled WHERE kind = ?1",
@@ -303,6 +304,29 @@ function E:ack(acks, hi)
   end
   if not ok then return nil, err end
   return reload
+end
+
+-- Extend the lease of rows[from..to] to `lease` seconds from now, in one
+-- transaction; returns the set of the ids still ours (a row another process
+-- reclaimed, or that was cancelled or replaced, is not).
+function E:renew(rows, from, to, lease)
+  local st, kept = self.st, {}
+  local ok, err = st.begin:run()
+  if not ok then return nil, err end
+  local ready = sqlite.now() + lease
+  for i = from, to do
+    local row = rows[i]
+    local n
+    n, err = st.renew:run(row[1], self.owner, ready, row[6])
+    if not n then
+      st.rollback:run()
+      return nil, err
+    end
+    if n == 1 then kept[row[2]] = true end
+  end
+  ok, err = self:commit()
+  if not ok then return nil, err end
+  return kept
 end
 
 -- Claim up to `batch` due rows in the transaction that also writes `acks`.
