@@ -405,9 +405,9 @@ end
 -- handler that blocks the loop longer than the lease cannot be helped:
 -- its job may run a second time elsewhere.)
 local function renew_later(self, p)
-  p.tick = later(self, self._lease / 3, function()
+  p.tick = later(self, self._lease / 3, function(t)
     p.tick = nil
-    if self._closed or self._pass ~= p then return end
+    if self._closed or cancelled(t) or self._pass ~= p then return end
     if self._batching then return renew_later(self, p) end -- a yielded q:batch holds the store
     if renew(self, p) then renew_later(self, p) end
   end)
