@@ -404,12 +404,13 @@ end
 -- lease, extends the leases of the pass's jobs. (A
 -- handler that blocks the loop longer than the lease cannot be helped:
 -- its job may run a second time elsewhere.)
-local function renew_later(self, p)
-  p.tick = later(self, self._lease / 3, function(t)
+-- A renewal that failed (the store out of reach) is tried again sooner.
+local function renew_later(self, p, delay)
+  p.tick = later(self, delay or self._lease / 3, function(t)
     p.tick = nil
     if self._closed or cancelled(t) or self._pass ~= p then return end
     if self._batching then return renew_later(self, p) end -- a yielded q:batch holds the store
-    if renew(self, p) then renew_later(self, p) end
+    if renew(self, p) then renew_later(self, p) else renew_later(self, p, min(self._lease / 6, 1)) end
   end)
 end
 
@@ -443,7 +444,8 @@ function pass(self, min_cutoff)
   for i = 1, n do
     if self._closed then break end
     p.i = i
-    if self._now() - p.renewed > self._lease / 2 and not renew(self, p) then break end
+    -- (not while another coroutine's q:batch holds the store: at the next job)
+    if self._now() - p.renewed > self._lease / 2 and not other_batch(self) and not renew(self, p) then break end
     if not rows[i].lost then run_one(self, rows[i], self._acks) end
   end
   self._pass = nil

@@ -8,11 +8,11 @@
 --   {p:q}:j:B        hash bucket B: job id -> the job, cmsgpack of its nine
 --                    fields (kind, due, every, attempt, owner, payload,
 --                    error, dead, ready)
---   {p:q}:r:KIND     per kind, the index of its time slots: sorted set of
+--   {p:q}:r:N:KIND   per kind (N its length), the index of its time slots: sorted set of
 --                    "start/width" (microseconds) scored by start
---   {p:q}:r:KIND:S   the slot starting at S: ids of jobs waiting to run,
+--   {p:q}:r:N:KIND:S the slot starting at S: ids of jobs waiting to run,
 --                    scored by ready time (their due time, or a retry's)
---   {p:q}:l:KIND     per kind, the jobs in flight: ids scored by the end of
+--   {p:q}:l:N:KIND   per kind, the jobs in flight: ids scored by the end of
 --                    their lease (reclaimed once it passes)
 --   {p:q}:kinds      set of the kinds with jobs (to count and range)
 --   {p:q}:dead       sorted set: dead job ids scored by their due time
@@ -50,6 +50,17 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local pack, unpack = cmsgpack.pack, cmsgpack.unpack
 local function int(v) return format('%.0f', v) end
+-- redis.call(cmd, key, ...list) in calls of at most CHUNK values (Lua 5.1's
+-- unpack stops near 8,000, and a script that fails halfway keeps what it
+-- wrote); the replies' sum.
+local CHUNK = 1000
+local function call_many(cmd, key, list)
+  local n = 0
+  for i = 1, #list, CHUNK do
+    n = n + redis.call(cmd, key, tunpack(list, i, math.min(i + CHUNK - 1, #list)))
+  end
+  return n
+end
 -- fields of a length-prefixed blob ("3:abc0:")
 local function reader(blob)
   local pos = 1
@@ -122,14 +133,14 @@ local function split_bucket()
   if buckets == 2 * pow then pow = buckets end
   redis.call('HSET', META, 'buckets', buckets)
   if #move == 0 then return end
-  redis.call('HSET', new, tunpack(move))
+  call_many('HSET', new, move)
   if #all > 2 * PACKED then -- unpacked: written anew, to be packed again
     redis.call('DEL', key)
-    if #stay > 0 then redis.call('HSET', key, tunpack(stay)) end
+    call_many('HSET', key, stay)
   else
     local ids = {}
     for i = 1, #move, 2 do ids[#ids + 1] = move[i] end
-    redis.call('HDEL', key, tunpack(ids))
+    call_many('HDEL', key, ids)
   end
 end
 local function jget(id)
@@ -161,10 +172,11 @@ end
 -- width a power of two microseconds, at most CELL; a slot that reaches
 -- SLOT_MAX jobs halves (until a width of 1 us).
 local SLOT_MAX, CELL = PACKED, 2 ^ 40 -- 2^40 us: 12.7 days
-local function rkey(kind) return base .. ':r:' .. kind end
+-- (a kind's length before it: kind "x:17" and a slot of kind "x" never share a key)
+local function rkey(kind) return base .. ':r:' .. #kind .. ':' .. kind end
 local function slot_key(ik, start) return ik .. ':' .. int(start) end
 local function slot_of(member)
-  local s, w = string.match(member, '^(%d+)/(%d+)$')
+  local s, w = string.match(member, '^(%-?%d+)/(%d+)$') -- (a due time before 1970 is negative)
   return tonumber(s), tonumber(w)
 end
 local function slot_name(start, width) return int(start) .. '/' .. int(width) end
@@ -172,7 +184,7 @@ local function slot_name(start, width) return int(start) .. '/' .. int(width) en
 -- the slot before it
 local function slot_at(ik, ready)
   local r = redis.call('ZREVRANGEBYSCORE', ik, int(ready), '-inf', 'LIMIT', 0, 1)
-  if not r[1] then return nil, -1 end
+  if not r[1] then return nil, -math.huge end
   local s, w = slot_of(r[1])
   if ready < s + w then return s, w, r[1] end
   return nil, s + w
@@ -244,7 +256,7 @@ local function ready_add(kind, list)
       args[#args + 1], args[#args + 2] = list[i], list[i + 1]
       i = i + 2
     end
-    c.jobs = c.jobs + redis.call('ZADD', c.key, tunpack(args))
+    c.jobs = c.jobs + call_many('ZADD', c.key, args)
     if c.width > 1 and c.jobs >= SLOT_MAX then
       split_slot(ik, c)
       last_slot[kind] = nil
@@ -253,7 +265,7 @@ local function ready_add(kind, list)
 end
 -- Drop ids from the slot `key` (member of the index of `kind`).
 local function slot_remove(kind, key, member, ids)
-  if redis.call('ZREM', key, tunpack(ids)) == 0 then return end
+  if call_many('ZREM', key, ids) == 0 then return end
   local c = last_slot[kind]
   if c and c.key == key then last_slot[kind] = nil end
   if redis.call('EXISTS', key) == 0 then redis.call('ZREM', rkey(kind), member) end
@@ -294,7 +306,7 @@ end
 -- lease (small: a process's claims not yet acknowledged), apart from the
 -- slots, so that a claim and its acknowledgement touch no slot but the
 -- one the job was due in.
-local function lkey(kind) return base .. ':l:' .. kind end
+local function lkey(kind) return base .. ':l:' .. #kind .. ':' .. kind end
 -- the earliest ready time of `kind`, in flight or not (nil: none)
 local function ready_first(kind)
   local ik = rkey(kind)
@@ -358,7 +370,7 @@ local function ack_all(owner, blob, reload)
       end
     end
   end
-  for kind, ids in pairs(in_flight) do redis.call('ZREM', lkey(kind), tunpack(ids)) end
+  for kind, ids in pairs(in_flight) do call_many('ZREM', lkey(kind), ids) end
 end
 -- the earliest ready time among the kinds (0: none)
 local function earliest(kinds)
@@ -578,7 +590,7 @@ for i = 1, math.min(most, #due) do
   end
 end
 for key, g in pairs(from_slot) do slot_remove(g[1], key, g[2], g[3]) end
-for kind, ids in pairs(from_leases) do redis.call('ZREM', lkey(kind), tunpack(ids)) end
+for kind, ids in pairs(from_leases) do call_many('ZREM', lkey(kind), ids) end
 local rows, leased, until_ = {}, {}, now + lease
 for i = 1, math.min(most, #due) do
   local id, ready, kind, in_slot = unpack_due(due[i])
@@ -596,7 +608,7 @@ for i = 1, math.min(most, #due) do
     fields_of(rows, k, d, every, attempt + 1, claimer, payload, false, 0)
   end
 end
-for kind, l in pairs(leased) do redis.call('ZADD', lkey(kind), tunpack(l)) end
+for kind, l in pairs(leased) do call_many('ZADD', lkey(kind), l) end
 return done({ now, earliest(kinds), blob(reload), blob(rows) })
 ]], true)
 
