@@ -721,96 +721,21 @@ describe("hwtimer.durable", function()
     end)
   end)
 
-  describe("leases", function()
-    if os.getenv("HWT_SLOW") then -- (seconds of handlers at 20x under valgrind; Lua only, no C)
-      it("run outside valgrind", function() pending("the leases' specs take a minute under valgrind") end)
-      return
-    end
-    -- Eight jobs due together make one batch; their handlers take 0.1 s each
-    -- (blocking), twice the 0.4 s lease in all. Each handler looks at its own
-    -- job in the file, from a connection of its own.
-    local function run_batch(on_start)
-      local lease, ran, seen = 0.4 * SLOW, {}, {}
-      q = assert(open({ lease = lease, poll = 60, sweep = 60 }))
-      local due = sqlite.now() + 0.05
-      assert(q:batch(function(b)
-        for i = 1, 8 do b:at("k", due + i * 2e-6, nil, { id = "j" .. i }) end -- (in this order)
-      end))
-      q:handle("k", function(job)
-        local ready, owner = query(path, "SELECT ready, owner FROM hwtimer_jobs WHERE id = ?1", job.id)
-        seen[job.id] = { ready = ready, owner = owner, now = sqlite.now() }
-        if on_start then on_start(job) end
-        ran[#ran + 1] = job.id
-        sleep(0.1 * SLOW)
-      end)
-      return ran, seen
-    end
-
-    it("are extended for the jobs of a batch still waiting once half the lease has passed", function()
-      local before -- at the last job's start: how long the leases of the seven that ran have left
-      local ran, seen = run_batch(function(job)
-        if job.id ~= "j8" then return end
-        before = {}
-        for i = 1, 7 do
-          local ready = query(path, "SELECT ready FROM hwtimer_jobs WHERE id = ?1", "j" .. i)
-          before[i] = ready - sqlite.now()
-        end
-      end)
-      assert.is_true(wait(function() return #ran == 8 end, 10 * SLOW))
-      for i = 1, 8 do
-        local s = seen["j" .. i]
-        assert.truthy(s.owner, "j" .. i .. " not leased")
-        assert.is_true(s.ready > s.now, "j" .. i .. " started " .. (s.now - s.ready) .. " s after its lease ended")
-      end
-      for i = 1, 7 do -- ran, acknowledged when the pass ends: still leased to this process
-        assert.is_true(before[i] > 0, "j" .. i .. "'s lease ended " .. -before[i] .. " s before the pass did")
-      end
-      assert.is_true(wait(function() return q:pending() == 0 end))
-    end)
-
-    it("are extended while a handler waits on I/O longer than the lease (cqueues)", function()
-      local ok, cqueues = pcall(require, "cqueues")
-      if not ok then return pending("cqueues is not installed for " .. _VERSION) end
-      if _VERSION == "Lua 5.1" and not jit then
-        return pending("Lua 5.1's pcall is not yieldable: there a handler cannot wait on a socket")
-      end
-      local cq, lease, ends, done = cqueues.new(), 0.3 * SLOW, {}, false
-      local attached = require("hwtimer.cqueues").attach(timer, cq)
-      q = assert(open({ lease = lease, poll = 60, sweep = 60 }))
-      q:handle("k", function(job)
-        for _ = 1, 4 do -- 0.8 lease in all; the lease left after each wait
-          cqueues.sleep(0.2 * SLOW)
-          local ready = query(path, "SELECT ready FROM hwtimer_jobs WHERE id = ?1", job.id)
-          ends[#ends + 1] = ready - sqlite.now()
-        end
-        done = true
-      end)
-      assert(q:schedule("k", 0.02))
-      cq:wrap(function()
-        local limit = cqueues.monotime() + 10 * SLOW
-        while not done and cqueues.monotime() < limit do cqueues.sleep(0.01) end
-        attached.detach()
-      end)
-      assert(cq:loop())
-      assert.is_true(done)
-      for i = 1, 4 do assert.is_true(ends[i] > 0, "after wait " .. i .. ": lease ended " .. -ends[i] .. " s ago") end
-    end)
-
-    it("leave a job that another process took meanwhile to it", function()
-      local ran = run_batch(function(job)
-        if job.id == "j1" then -- another process takes j6 (as if it had reclaimed it), for an hour
-          local db = assert(sqlite.open(path))
-          assert(db:exec("UPDATE hwtimer_jobs SET owner = 'other', attempt = 2, ready = ready + 3600 WHERE id = 'j6'"))
-          db:close()
-        end
-      end)
-      assert.is_true(wait(function() return #ran == 7 end, 10 * SLOW))
-      helpers.wait_until(timer, function() return false end, 0.2 * SLOW)
-      assert.same({ "j1", "j2", "j3", "j4", "j5", "j7", "j8" }, ran)
-      assert.equal("other", query(path, "SELECT owner FROM hwtimer_jobs WHERE id = 'j6'"))
-    end)
-  end)
-
+  require("spec.durable.leases")({
+    describe = describe, it = it, pending = pending, assert = assert,
+    open = function(opts) return open(opts) end,
+    timer = function() return timer end,
+    wait = function(done, secs) return wait(done, secs) end,
+    now = sqlite.now,
+    lease_end = function(id) return query(path, "SELECT ready FROM hwtimer_jobs WHERE id = ?1", id) end,
+    holder = function(id) return query(path, "SELECT owner FROM hwtimer_jobs WHERE id = ?1", id) end,
+    take = function(id)
+      local db = assert(sqlite.open(path))
+      local st = assert(db:prepare("UPDATE hwtimer_jobs SET owner = 'other', attempt = 2, ready = ready + 3600 WHERE id = ?1"))
+      assert(st:run(id))
+      db:close()
+    end,
+  })
   describe("q:handle, q:close", function()
     it("raises on bad arguments and after close", function()
       q = assert(open())

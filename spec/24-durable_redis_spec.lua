@@ -391,97 +391,28 @@ describe("hwtimer.durable with Redis", function()
     end)
   end)
 
-  describe("leases", function()
-    -- Eight jobs due together make one batch; their handlers take 0.1 s each
-    -- (blocking), twice the 0.4 s lease in all. Each handler looks at its
-    -- own job in Redis, from a client of its own.
-    local function run_batch(on_start)
-      local lease, ran, seen = 0.4 * SLOW, {}, {}
-      q = assert(open({ lease = lease, poll = 60, sweep = 60 }))
-      local due = server_now() + 0.05
-      assert(q:batch(function(b)
-        for i = 1, 8 do b:at("k", due + i * 2e-6, nil, { id = "j" .. i }) end -- (in this order)
-      end))
-      q:handle("k", function(job)
-        local stored = stored_jobs()[job.id]
-        seen[job.id] = { ready = stored.ready / 1e6, owner = stored.owner, now = server_now() }
-        if on_start then on_start(job) end
-        ran[#ran + 1] = job.id
-        sleep(0.1 * SLOW)
-      end)
-      return ran, seen
-    end
-
-    it("are extended for the jobs of a batch still waiting once half the lease has passed", function()
-      local before -- at the last job's start: how long the leases of the seven that ran have left
-      local ran, seen = run_batch(function(job)
-        if job.id ~= "j8" then return end
-        before = {}
-        local jobs, now = stored_jobs(), server_now()
-        for i = 1, 7 do before[i] = jobs["j" .. i].ready / 1e6 - now end
-      end)
-      assert.is_true(wait(function() return #ran == 8 end, 10 * SLOW))
-      for i = 1, 8 do
-        local s = seen["j" .. i]
-        assert.is_true(s.owner ~= "", "j" .. i .. " not leased")
-        assert.is_true(s.ready > s.now, "j" .. i .. " started " .. (s.now - s.ready) .. " s after its lease ended")
-      end
-      for i = 1, 7 do -- ran, acknowledged when the pass ends: still leased to this process
-        assert.is_true(before[i] > 0, "j" .. i .. "'s lease ended " .. -before[i] .. " s before the pass did")
-      end
-      assert.is_true(wait(function() return q:pending() == 0 end))
-    end)
-
-    it("are extended while a handler waits on I/O longer than the lease (cqueues)", function()
-      local ok, cqueues = pcall(require, "cqueues")
-      if not ok then return pending("cqueues is not installed for " .. _VERSION) end
-      if _VERSION == "Lua 5.1" and not jit then
-        return pending("Lua 5.1's pcall is not yieldable: there a handler cannot wait on a socket")
-      end
-      local cq, lease, ends, done = cqueues.new(), 0.3 * SLOW, {}, false
-      local attached = require("hwtimer.cqueues").attach(timer, cq)
-      q = assert(open({ lease = lease, poll = 60, sweep = 60 }))
-      q:handle("k", function(job)
-        for _ = 1, 4 do -- 0.8 lease in all; the lease left after each wait
-          cqueues.sleep(0.2 * SLOW)
-          ends[#ends + 1] = stored_jobs()[job.id].ready / 1e6 - server_now()
-        end
-        done = true
-      end)
-      assert(q:schedule("k", 0.02))
-      cq:wrap(function()
-        local limit = cqueues.monotime() + 10 * SLOW
-        while not done and cqueues.monotime() < limit do cqueues.sleep(0.01) end
-        attached.detach()
-      end)
-      assert(cq:loop())
-      assert.is_true(done)
-      for i = 1, 4 do assert.is_true(ends[i] > 0, "after wait " .. i .. ": lease ended " .. -ends[i] .. " s ago") end
-    end)
-
-    it("leave a job that another process took meanwhile to it", function()
+  require("spec.durable.leases")({
+    describe = describe, it = it, pending = pending, assert = assert,
+    open = function(opts) return open(opts) end,
+    timer = function() return timer end,
+    wait = function(done, secs) return wait(done, secs) end,
+    now = function() return server_now() end,
+    lease_end = function(id) return stored_jobs()[id].ready / 1e6 end,
+    holder = function(id) return stored_jobs()[id].owner end,
+    take = function(id) -- in its bucket: owner, attempt 2, lease an hour on; and in the lease set
       local tag = "{" .. prefix .. ":default}"
-      local ran = run_batch(function(job)
-        if job.id == "j1" then -- another process takes j6 (as if it had reclaimed it), for an hour
-          client:eval([[
-            for b = 0, tonumber(redis.call('HGET', KEYS[2], 'buckets')) - 1 do
-              local raw = redis.call('HGET', KEYS[1] .. ':' .. b, ARGV[1])
-              if raw then
-                local t = { cmsgpack.unpack(raw) }
-                t[4], t[5], t[9] = 2, 'other', t[9] + 3600e6
-                redis.call('HSET', KEYS[1] .. ':' .. b, ARGV[1], cmsgpack.pack(unpack(t)))
-                redis.call('ZADD', KEYS[3], t[9], ARGV[1])
-              end
-            end]], 3, tag .. ":j", tag .. ":meta", tag .. ":l:1:k", "j6")
-        end
-      end)
-      assert.is_true(wait(function() return #ran == 7 end, 10 * SLOW), table.concat(ran, " "))
-      helpers.wait_until(timer, function() return false end, 0.2 * SLOW)
-      assert.same({ "j1", "j2", "j3", "j4", "j5", "j7", "j8" }, ran)
-      assert.equal("other", stored_jobs()["j6"].owner)
-    end)
-  end)
-
+      client:eval([[
+        for b = 0, tonumber(redis.call('HGET', KEYS[2], 'buckets')) - 1 do
+          local raw = redis.call('HGET', KEYS[1] .. ':' .. b, ARGV[1])
+          if raw then
+            local t = { cmsgpack.unpack(raw) }
+            t[4], t[5], t[9] = 2, 'other', t[9] + 3600e6
+            redis.call('HSET', KEYS[1] .. ':' .. b, ARGV[1], cmsgpack.pack(unpack(t)))
+            redis.call('ZADD', KEYS[3], t[9], ARGV[1])
+          end
+        end]], 3, tag .. ":j", tag .. ":meta", tag .. ":l:1:k", id)
+    end,
+  })
   describe("acknowledgements", function()
     it("wait for the next claim, which writes them; reads of jobs write them first", function()
       -- (no poll or sweep: either would claim, and write them, on its own)

@@ -1,0 +1,101 @@
+-- The specs of leases kept while a process works, shared by the SQLite
+-- (spec/22) and Redis (spec/24) engines. `env` gives:
+--   open(opts)      a queue on the spec's store (closed by the spec's after_each)
+--   timer()         the spec's current timer
+--   wait(done, s)   run the timer until done() or s seconds
+--   now()           the store's clock (epoch seconds)
+--   lease_end(id)   the end of the job's lease as stored (epoch seconds)
+--   holder(id)      the process holding the job's lease (nil or "" for none)
+--   take(id)        another process takes the job (its lease, for an hour)
+local sleep = require("hwtimer_testutil").sleep
+local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
+
+return function(env)
+  -- (busted's words live in the spec file's environment, not in this module's)
+  local describe, it, pending, assert = env.describe, env.it, env.pending, env.assert
+  describe("leases", function()
+    -- (Lua only, no C: left out of the valgrind, sanitizer and rock runs,
+    -- whose handlers' seconds would take CI past 15 minutes)
+    if os.getenv("HWT_SLOW") or os.getenv("HWT_QUICK") then
+      pending("the leases' specs run in the plain runs of each Lua")
+      return
+    end
+
+    -- Eight jobs due together make one batch, in this order; their handlers
+    -- take 0.05 s each (blocking), twice the 0.2 s lease in all. Each handler
+    -- looks at its own job in the store, from a connection of its own.
+    local function run_batch(on_start)
+      local ran, seen = {}, {}
+      local q = assert(env.open({ lease = 0.2 * SLOW, poll = 60, sweep = 60 }))
+      local due = env.now() + 0.05
+      assert(q:batch(function(b)
+        for i = 1, 8 do b:at("k", due + i * 2e-6, nil, { id = "j" .. i }) end
+      end))
+      q:handle("k", function(job)
+        seen[job.id] = { left = env.lease_end(job.id) - env.now(), holder = env.holder(job.id) }
+        if on_start then on_start(job) end
+        ran[#ran + 1] = job.id
+        sleep(0.05 * SLOW)
+      end)
+      return q, ran, seen
+    end
+
+    it("are extended for the jobs of a batch once half the lease has passed", function()
+      local left -- at the last job's start: the lease left to the seven that ran
+      local q, ran, seen = run_batch(function(job)
+        if job.id ~= "j8" then return end
+        left = {}
+        for i = 1, 7 do left[i] = env.lease_end("j" .. i) - env.now() end
+      end)
+      assert.is_true(env.wait(function() return #ran == 8 end, 10 * SLOW))
+      for i = 1, 8 do
+        local s = seen["j" .. i]
+        assert.is_true(s.holder ~= nil and s.holder ~= "", "j" .. i .. " not leased")
+        assert.is_true(s.left > 0, "j" .. i .. " started " .. -s.left .. " s after its lease ended")
+      end
+      for i = 1, 7 do -- ran, acknowledged when the pass ends: still leased to this process
+        assert.is_true(left[i] > 0, "j" .. i .. "'s lease ended " .. -left[i] .. " s before the pass did")
+      end
+      assert.is_true(env.wait(function() return q:pending() == 0 end, 5))
+    end)
+
+    -- (busted's pending here, beside `it`: inside one it is not the same function)
+    local have_cqueues, cqueues = pcall(require, "cqueues")
+    local waits = "are extended while a handler waits on I/O longer than the lease (cqueues)"
+    if not have_cqueues then
+      pending(waits .. ": cqueues is not installed for " .. _VERSION)
+    elseif _VERSION == "Lua 5.1" and not jit then
+      pending(waits .. ": Lua 5.1's pcall is not yieldable, a handler cannot wait on a socket")
+    else it(waits, function()
+      local cq, left, done = cqueues.new(), {}, false
+      local attached = require("hwtimer.cqueues").attach(env.timer(), cq)
+      local q = assert(env.open({ lease = 0.15 * SLOW, poll = 60, sweep = 60 }))
+      q:handle("k", function(job)
+        for _ = 1, 4 do -- 0.8 lease in all; the lease left after each wait
+          cqueues.sleep(0.1 * SLOW)
+          left[#left + 1] = env.lease_end(job.id) - env.now()
+        end
+        done = true
+      end)
+      assert(q:schedule("k", 0.02))
+      cq:wrap(function()
+        local limit = cqueues.monotime() + 10 * SLOW
+        while not done and cqueues.monotime() < limit do cqueues.sleep(0.01) end
+        attached.detach()
+      end)
+      assert(cq:loop())
+      assert.is_true(done)
+      for i = 1, 4 do assert.is_true(left[i] > 0, "after wait " .. i .. ": lease ended " .. -left[i] .. " s ago") end
+    end) end
+
+    it("leave a job that another process took meanwhile to it", function()
+      local _, ran = run_batch(function(job)
+        if job.id == "j1" then env.take("j6") end
+      end)
+      assert.is_true(env.wait(function() return #ran == 7 end, 10 * SLOW), table.concat(ran, " "))
+      env.wait(function() return false end, 0.1 * SLOW)
+      assert.same({ "j1", "j2", "j3", "j4", "j5", "j7", "j8" }, ran)
+      assert.equal("other", env.holder("j6"))
+    end)
+  end)
+end
