@@ -388,7 +388,7 @@ end
 -- the pass: its rows, the one running (i), how many (n), when last renewed.
 local function renew(self, p)
   p.renewed = self._now()
-  local kept, err = self._engine:renew(p.rows, 1, p.n, self._lease)
+  local kept, err = self._engine:renew(p.rows, self._lease)
   if not kept then
     report(self, "renew: " .. tostring(err))
     return false
@@ -401,17 +401,22 @@ end
 
 -- While a handler waits on I/O (a cosocket in nginx, a cqueues or copas
 -- socket), the loop runs other callbacks: this one, every third of the
--- lease, extends the leases of the pass's jobs. (A
--- handler that blocks the loop longer than the lease cannot be helped:
--- its job may run a second time elsewhere.)
--- A renewal that failed (the store out of reach) is tried again sooner.
-local function renew_later(self, p, delay)
-  p.tick = later(self, delay or self._lease / 3, function(t)
-    p.tick = nil
-    if self._closed or cancelled(t) or self._pass ~= p then return end
-    if self._batching then return renew_later(self, p) end -- a yielded q:batch holds the store
-    if renew(self, p) then renew_later(self, p) else renew_later(self, p, min(self._lease / 6, 1)) end
-  end)
+-- lease while passes run, extends the leases of the pass under way once a
+-- third of its lease has passed (a handler that blocks the loop longer than
+-- the lease cannot be helped: its job may run a second time elsewhere). One
+-- timeout a queue, armed by a pass when none is, and left to lapse once no
+-- pass runs: a pass costs no schedule and cancel of its own. A renewal that
+-- failed (the store out of reach) is tried again sooner.
+local function renew_tick(t, self)
+  self._renewer = nil
+  local p = self._pass
+  if self._closed or cancelled(t) or not p then return end
+  local delay = self._lease / 3
+  -- (not while a yielded q:batch holds the store)
+  if self._now() - p.renewed >= delay and not self._batching and not renew(self, p) then
+    delay = min(self._lease / 6, 1)
+  end
+  self._renewer = later(self, delay, renew_tick, self)
 end
 
 -- Claim what is due (by the store's clock; at least by `min_cutoff`, the
@@ -440,7 +445,7 @@ function pass(self, min_cutoff)
   for i = 1, n do unload(self, rows[i][1]) end
   local p = { rows = rows, i = 1, n = n, renewed = self._now() }
   self._pass = p
-  renew_later(self, p)
+  if not self._renewer then self._renewer = later(self, self._lease / 3, renew_tick, self) end
   for i = 1, n do
     if self._closed then break end
     p.i = i
@@ -449,7 +454,6 @@ function pass(self, min_cutoff)
     if not rows[i].lost then run_one(self, rows[i], self._acks) end
   end
   self._pass = nil
-  if p.tick then p.tick:cancel() end
   self._running = false
   if self._closed then return end
   if n >= self._batch or self._rerun then
@@ -655,7 +659,7 @@ function Q:close()
   for _, t in pairs(self._loaded) do t:cancel() end
   self._loaded = {}
   for _, t in ipairs({ self._refill or false, self._poll or false, self._soon or false,
-                       self._flush or false }) do
+                       self._flush or false, self._renewer or false }) do
     if t then pcall(t.cancel, t) end
   end
   self._engine:close()

@@ -387,11 +387,11 @@ function E:ack(acks, hi)
   return rows_of(res, 2, #res, hi)
 end
 
--- Extend the lease of rows[from..to] to `lease` seconds from now (the
+-- Extend the lease of the claimed rows to `lease` seconds from now (the
 -- server's); returns the set of the ids still ours.
-function E:renew(rows, from, to, lease)
+function E:renew(rows, lease)
   local parts = {}
-  for i = from, to do
+  for i = 1, #rows do
     local n = #parts
     parts[n + 1], parts[n + 2] = rows[i][2], tostring(rows[i][6])
   end

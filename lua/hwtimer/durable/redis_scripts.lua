@@ -575,9 +575,10 @@ for _, kind in ipairs(kinds) do
 end
 if sort then table.sort(due, function(a, b) return a[2] < b[2] end) end
 -- out of their slots (one ZREM a slot) or their leases (one a kind)
-local from_slot, from_leases, unpack_due = {}, {}, tunpack
+local from_slot, from_leases = {}, {}
 for i = 1, math.min(most, #due) do
-  local id, _, kind, key, member = unpack_due(due[i])
+  local d = due[i]
+  local id, kind, key, member = d[1], d[3], d[4], d[5]
   if key then
     local g = from_slot[key] or { kind, member, {} }
     from_slot[key] = g
@@ -593,7 +594,8 @@ for key, g in pairs(from_slot) do slot_remove(g[1], key, g[2], g[3]) end
 for kind, ids in pairs(from_leases) do call_many('ZREM', lkey(kind), ids) end
 local rows, leased, until_ = {}, {}, now + lease
 for i = 1, math.min(most, #due) do
-  local id, ready, kind, in_slot = unpack_due(due[i])
+  local d = due[i]
+  local id, ready, kind, in_slot = d[1], d[2], d[3], d[4]
   local raw = jget(id)
   local k, d, every, attempt, owner, payload, _, dead, stored
   if raw then k, d, every, attempt, owner, payload, _, dead, stored = unpack(raw) end

@@ -306,15 +306,15 @@ function E:ack(acks, hi)
   return reload
 end
 
--- Extend the lease of rows[from..to] to `lease` seconds from now, in one
+-- Extend the lease of the claimed rows to `lease` seconds from now, in one
 -- transaction; returns the set of the ids still ours (a row another process
 -- reclaimed, or that was cancelled or replaced, is not).
-function E:renew(rows, from, to, lease)
+function E:renew(rows, lease)
   local st, kept = self.st, {}
   local ok, err = st.begin:run()
   if not ok then return nil, err end
   local ready = sqlite.now() + lease
-  for i = from, to do
+  for i = 1, #rows do
     local row = rows[i]
     local n
     n, err = st.renew:run(row[1], self.owner, ready, row[6])
