@@ -59,34 +59,84 @@ return function(env)
       assert.is_true(env.wait(function() return q:pending() == 0 end, 5))
     end)
 
-    -- (busted's pending here, beside `it`: inside one it is not the same function)
-    local have_cqueues, cqueues = pcall(require, "cqueues")
-    local waits = "are extended while a handler waits on I/O longer than the lease (cqueues)"
-    if not have_cqueues then
-      pending(waits .. ": cqueues is not installed for " .. _VERSION)
-    elseif _VERSION == "Lua 5.1" and not jit then
-      pending(waits .. ": Lua 5.1's pcall is not yieldable, a handler cannot wait on a socket")
-    else it(waits, function()
-      local cq, left, done = cqueues.new(), {}, false
-      local attached = require("hwtimer.cqueues").attach(env.timer(), cq)
+    -- A handler that reads four lines from a socket of the host, one every
+    -- 0.1 s (0.4 s, near three leases of 0.15 s), noting the lease left after
+    -- each; `host` runs the loop with the peer that writes them until done.
+    local function waits_on_io(host, read_line)
+      local left, done = {}, false
       local q = assert(env.open({ lease = 0.15 * SLOW, poll = 60, sweep = 60 }))
       q:handle("k", function(job)
-        for _ = 1, 4 do -- 0.8 lease in all; the lease left after each wait
-          cqueues.sleep(0.1 * SLOW)
+        for _ = 1, 4 do
+          assert.equal("tick", read_line())
           left[#left + 1] = env.lease_end(job.id) - env.now()
         end
         done = true
       end)
       assert(q:schedule("k", 0.02))
-      cq:wrap(function()
-        local limit = cqueues.monotime() + 10 * SLOW
-        while not done and cqueues.monotime() < limit do cqueues.sleep(0.01) end
-        attached.detach()
-      end)
-      assert(cq:loop())
+      host(function() return done end)
       assert.is_true(done)
-      for i = 1, 4 do assert.is_true(left[i] > 0, "after wait " .. i .. ": lease ended " .. -left[i] .. " s ago") end
-    end) end
+      for i = 1, 4 do assert.is_true(left[i] > 0, "after read " .. i .. ": lease ended " .. -left[i] .. " s ago") end
+    end
+
+    -- (busted's pending here, beside `it`: inside one it is not the same function)
+    local function io_spec(name, module, fn)
+      local title = "are extended while a handler waits on a " .. name .. " socket longer than the lease"
+      if not pcall(require, module) then
+        pending(title .. ": " .. module .. " is not installed for " .. _VERSION)
+      elseif _VERSION == "Lua 5.1" and not jit then
+        pending(title .. ": Lua 5.1's pcall is not yieldable, a handler cannot wait on a socket")
+      else
+        it(title, fn)
+      end
+    end
+
+    io_spec("cqueues", "cqueues", function()
+      local cqueues, csocket = require("cqueues"), require("cqueues.socket")
+      local cq, a, b = cqueues.new(), csocket.pair()
+      local attached = require("hwtimer.cqueues").attach(env.timer(), cq)
+      waits_on_io(function(done)
+        cq:wrap(function() -- the peer
+          for _ = 1, 4 do
+            cqueues.sleep(0.1 * SLOW)
+            assert(b:write("tick\n"))
+            assert(b:flush())
+          end
+        end)
+        cq:wrap(function()
+          local limit = cqueues.monotime() + 10 * SLOW
+          while not done() and cqueues.monotime() < limit do cqueues.sleep(0.01) end
+          attached.detach()
+        end)
+        assert(cq:loop())
+      end, function() return a:read("*l") end)
+    end)
+
+    io_spec("copas", "copas", function()
+      local copas, socket, glue = require("copas"), require("socket"), require("hwtimer.copas")
+      local server = assert(socket.bind("127.0.0.1", 0))
+      local _, port = server:getsockname()
+      local peer, raw, conn
+      copas.addserver(server, function(skt) -- the peer: held open until the handler is done
+        peer = skt
+        copas.wrap(skt):receive("*l")
+      end)
+      -- (Debian's copas 2 has no copas.sleep: a timeout of the timer writes)
+      local ticks = env.timer():every(0.1 * SLOW, function() if peer then peer:send("tick\n") end end)
+      waits_on_io(function(done)
+        local limit = socket.gettime() + 10 * SLOW
+        while not done() and socket.gettime() < limit do glue.step(env.timer()) end
+        ticks:cancel()
+        if raw then raw:close() end
+        if copas.removeserver then copas.removeserver(server) end -- (copas 2 has none either)
+      end, function()
+        if not conn then
+          raw = socket.tcp()
+          assert(copas.connect(raw, "127.0.0.1", port))
+          conn = copas.wrap(raw)
+        end
+        return conn:receive("*l")
+      end)
+    end)
 
     it("leave a job that another process took meanwhile to it", function()
       local _, ran = run_batch(function(job)
