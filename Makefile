@@ -1,11 +1,12 @@
 # hwtimer: build, test, demo, bench, install.
 #   make              build build/5.4/hwtimer/core.so (LUA_VERSION=5.1|5.2|5.3|5.4|jit)
 #   make test         every test: the C core, the specs on Lua 5.1-5.4 and LuaJIT,
-#                     and the specs against the rock installed offline
+#                     and the specs against the released rocks installed offline
 #   make test-spec    the specs on one Lua (LUA_VERSION=...)
 #   make demo         the live demo
 #   make bench        every workload against every peer (bench-quick: under a minute)
-#   make install      copy the module into LUA_LIBDIR / LUA_SHAREDIR
+#   make dist         dist/hwtimer-VERSION.tar.gz and the two .src.rock files
+#   make install      what the two rocks install, into LUA_LIBDIR / LUA_SHAREDIR
 # test, demo and bench install the Debian packages they need when run as root,
 # and otherwise print the apt-get command that would.
 
@@ -54,16 +55,20 @@ ROCK_ENV := LUA_PATH='$(ROCKTREE)/share/lua/$(LUA_ABI)/?.lua;$(ROCKTREE)/share/l
             HWT_NGX_PATH='$(CURDIR)/$(ROCKTREE)/share/lua/$(LUA_ABI)/?.lua' \
             HWT_NGX_CPATH='$(CURDIR)/$(ROCKTREE)/lib/lua/$(LUA_ABI)/?.so'
 
+# Every package a step uses, by the step: a fresh machine has gcc and make only.
+# lua-nginx-redis is lua-resty-redis (nginx's cosocket client: module nginx.redis);
+# lua-redis is redis-lua (the specs' and benches' client outside nginx).
 BASE_PACKAGES  := lua-busted lua-socket lua-luv lua-cqueues lua-copas luarocks pkg-config gcc make \
-                  nginx libnginx-mod-http-lua libsqlite3-dev sqlite3 redis-server lua-redis
+                  nginx libnginx-mod-http-lua libsqlite3-dev sqlite3 redis-server lua-redis \
+                  lua-nginx-redis procps zip unzip
 ALL_LUA_PACKAGES := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \
                     lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev
-BENCH_PACKAGES := lua-luv gnuplot-nox default-jdk-headless libnetty-java
+BENCH_PACKAGES := lua-luv gnuplot-nox default-jdk-headless libnetty-java nodejs npm
 NGX_PACKAGES   := nginx libnginx-mod-http-lua luajit2 libluajit2-5.1-dev lua-socket
 
 .PHONY: sqlite all test test-all test-c test-spec test-rock demo bench bench-quick install clean \
         deps deps-test deps-bench check check-model check-fuzz check-failalloc check-asan \
-        check-tsan check-valgrind
+        check-tsan check-valgrind dist
 
 all: $(MODULE) sqlite
 
@@ -126,6 +131,7 @@ deps-bench:
 
 test: deps-test
 	$(MAKE) test-c test-all
+	$(MAKE) dist
 	$(MAKE) test-rock LUA_VERSION=5.4
 	$(MAKE) test-rock LUA_VERSION=jit
 
@@ -140,14 +146,45 @@ test-spec: $(MODULE) $(TESTUTIL) sqlite
 	@echo "== specs on $$($(LUA) -v 2>&1 | head -1)"
 	$(RUN_ENV) busted --lua=$(LUA) spec
 
-# Install the rock offline into build/<version>/rock and run the specs against it alone.
-test-rock: $(TESTUTIL)
+# The released rocks, installed from dist/ by luarocks from another directory into
+# build/<version>/rock, and the specs run against that tree alone. First, that
+# luarocks refuses hwtimer-sqlite, naming SQLite, where sqlite3.h is not found.
+test-rock: $(TESTUTIL) dist
 	rm -rf $(ROCKTREE)
-	luarocks --lua-version=$(LUA_ABI) --tree=$(ROCKTREE) make rockspec/hwtimer-scm-1.rockspec \
-	  LUA_INCDIR=$(LUA_INCDIR)
-	rm -rf hwtimer csrc/*.o csrc/durable/*.o
-	$(ROCK_ENV) $(LUA) -e 'local p = package.searchpath("hwtimer.core", package.cpath); assert(p:find("$(ROCKTREE)", 1, true), p); print("== specs against the rock at " .. p)'
+	cd / && luarocks --lua-version=$(LUA_ABI) --tree=$(CURDIR)/$(ROCKTREE) install \
+	  $(CURDIR)/$(DIST)/hwtimer-$(VERSION)-1.src.rock LUA_INCDIR=$(LUA_INCDIR)
+	@out=$$(cd / && luarocks --lua-version=$(LUA_ABI) --tree=$(CURDIR)/$(ROCKTREE) install \
+	  $(CURDIR)/$(DIST)/hwtimer-sqlite-$(VERSION)-1.src.rock LUA_INCDIR=$(LUA_INCDIR) \
+	  SQLITE_INCDIR=/nonexistent 2>&1); status=$$?; \
+	if [ $$status -eq 0 ] || ! printf '%s\n' "$$out" | grep -q 'SQLITE'; then \
+	  printf '%s\n' "$$out"; echo "test-rock: hwtimer-sqlite was not refused, naming SQLite, without sqlite3.h"; exit 1; fi; \
+	echo "== without sqlite3.h luarocks refuses hwtimer-sqlite: $$(printf '%s\n' "$$out" | grep -m1 SQLITE)"
+	cd / && luarocks --lua-version=$(LUA_ABI) --tree=$(CURDIR)/$(ROCKTREE) install \
+	  $(CURDIR)/$(DIST)/hwtimer-sqlite-$(VERSION)-1.src.rock LUA_INCDIR=$(LUA_INCDIR)
+	$(ROCK_ENV) $(LUA) -e 'for _, m in ipairs({ "hwtimer.core", "hwtimer.sqlite" }) do local p = package.searchpath(m, package.cpath); assert(p:find("$(ROCKTREE)", 1, true), p); print("== specs against the rocks: " .. p) end'
 	HWT_QUICK=1 $(ROCK_ENV) busted --lua=$(LUA) spec
+
+# ---- dist: the source tarball and the two packed source rocks, offline ----------
+# The tarball holds the files git tracks (and new ones it does not ignore), as
+# they are in the work tree; each .src.rock holds its rockspec and the tarball.
+
+VERSION := 0.1.0
+DIST    := dist
+DIST_TAR := $(DIST)/hwtimer-$(VERSION).tar.gz
+ROCKS   := $(DIST)/hwtimer-$(VERSION)-1.src.rock $(DIST)/hwtimer-sqlite-$(VERSION)-1.src.rock
+
+dist:
+	@command -v zip >/dev/null || { echo "make dist needs zip: apt-get install -y zip"; exit 1; }
+	@rm -rf $(DIST) && mkdir -p $(DIST)
+	git ls-files --cached --others --exclude-standard >$(DIST)/files
+	@while IFS= read -r f; do [ -f "$$f" ] && printf '%s\n' "$$f"; done <$(DIST)/files >$(DIST)/present
+	tar --transform 's,^,hwtimer-$(VERSION)/,' -czf $(DIST_TAR) -T $(DIST)/present
+	@for r in hwtimer hwtimer-sqlite; do \
+	  cp rockspec/$$r-$(VERSION)-1.rockspec $(DIST)/ && \
+	  (cd $(DIST) && zip -q $$r-$(VERSION)-1.src.rock $$r-$(VERSION)-1.rockspec hwtimer-$(VERSION).tar.gz) || exit 1; \
+	done
+	@rm -f $(DIST)/files $(DIST)/present
+	@ls -l $(DIST_TAR) $(ROCKS)
 
 # ---- check: sanitizers, valgrind, fuzzing, a failing allocator ------------------
 # (Lua 5.4; each Lua-side run uses a module built with the tool it needs)
@@ -155,7 +192,7 @@ test-rock: $(TESTUTIL)
 FUZZ_SECONDS ?= 60
 SAN_FLAGS    := -O1 -g -fno-omit-frame-pointer
 SAN_RUN      := LUA_PATH='lua/?.lua;lua/?/init.lua;;' HWT_LUA=$(LUA) HWT_QUICK=1
-CHECK_PACKAGES := valgrind clang
+CHECK_PACKAGES := valgrind clang libclang-rt-dev
 
 check:
 	@$(MAKE) --no-print-directory deps PACKAGES="$(BASE_PACKAGES) $(LUA_PACKAGES) $(CHECK_PACKAGES)"
@@ -166,13 +203,20 @@ check-model: $(CBUILD)/test_wheel
 	$(CBUILD)/test_wheel 1000000 20261121
 
 # libFuzzer over operation sequences (same model and checks), for FUZZ_SECONDS.
+# The fuzzer's own status decides (no pipe); its log is kept in build/c and its
+# last lines shown; the pass line names the runs it made.
 check-fuzz:
 	@mkdir -p $(CBUILD)/corpus
 	clang $(SAN_FLAGS) -fsanitize=fuzzer,address,undefined -DHWT_FUZZ -o $(CBUILD)/fuzz_wheel \
 	  csrc/test/test_wheel.c csrc/wheel.c
+	@log=$(CBUILD)/fuzz_wheel.log; \
 	$(CBUILD)/fuzz_wheel -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -artifact_prefix=$(CBUILD)/ \
-	  $(CBUILD)/corpus 2>&1 | tail -3
-	@echo "1 passed, 0 failed"
+	  $(CBUILD)/corpus >$$log 2>&1; status=$$?; \
+	tail -n 3 $$log; \
+	if [ $$status -ne 0 ]; then grep -m1 -A3 'FAIL\|ERROR' $$log; echo "check-fuzz: the fuzzer failed (exit $$status; log $$log)"; exit 1; fi; \
+	runs=$$(sed -n 's/^Done \([0-9]*\) runs.*/\1/p' $$log); \
+	[ -n "$$runs" ] || { echo "check-fuzz: no 'Done N runs' line in $$log"; exit 1; }; \
+	echo "check-fuzz: $$runs runs in $(FUZZ_SECONDS) s, no failure"; echo "1 passed, 0 failed"
 
 # A Lua host whose allocator fails at every point of a script, in turn.
 check-failalloc: $(MODULE)
@@ -285,14 +329,14 @@ bench-quick: deps-bench
 	$(RUN_ENV) $(LUA) bench/timers.lua 0.1
 	$(NGX_BENCH) 1 0.1
 
-install: $(MODULE)
-	install -d $(DESTDIR)$(LUA_LIBDIR)/hwtimer $(DESTDIR)$(LUA_SHAREDIR)
+# What the two rocks install (hwtimer.sqlite where SQLite's header is found).
+install: $(MODULE) sqlite
+	install -d $(DESTDIR)$(LUA_LIBDIR)/hwtimer $(DESTDIR)$(LUA_SHAREDIR)/hwtimer/durable
 	install -m 755 $(MODULE) $(DESTDIR)$(LUA_LIBDIR)/hwtimer/core.so
-	install -d $(DESTDIR)$(LUA_SHAREDIR)/hwtimer
+	if [ -f $(SQLITE_MODULE) ]; then install -m 755 $(SQLITE_MODULE) $(DESTDIR)$(LUA_LIBDIR)/hwtimer/sqlite.so; fi
 	install -m 644 lua/hwtimer.lua $(DESTDIR)$(LUA_SHAREDIR)/hwtimer.lua
 	install -m 644 lua/hwtimer/*.lua $(DESTDIR)$(LUA_SHAREDIR)/hwtimer/
-	install -d $(DESTDIR)$(LUA_SHAREDIR)/hwtimer/durable
 	install -m 644 lua/hwtimer/durable/*.lua $(DESTDIR)$(LUA_SHAREDIR)/hwtimer/durable/
 
 clean:
-	rm -rf build
+	rm -rf build $(DIST)

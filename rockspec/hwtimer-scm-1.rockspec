@@ -1,14 +1,19 @@
+-- The development rock, built from a checkout (luarocks make); releases are
+-- rockspec/hwtimer-<version>-1.rockspec, packed by make dist.
+rockspec_format = "3.0"
 package = "hwtimer"
 version = "scm-1"
 source = {
-  url = "git+file:///hwtimer", -- built from a checkout: luarocks make rockspec/hwtimer-scm-1.rockspec
+  url = "git+file:///hwtimer", -- never fetched: luarocks make rockspec/hwtimer-scm-1.rockspec in a checkout
 }
 description = {
   summary = "Hashed timing wheel timer: cancellable timeouts by the million, callbacks in your event loop",
   detailed = [[
 A hierarchical hashed timing wheel in C with its own worker thread. Expired
 timeouts are handed to the Lua thread through a pipe that any event loop can
-poll (poll, luasocket, cqueues, luv), so callbacks always run on the Lua thread.
+poll (poll, luasocket, cqueues, luv, copas, nginx), so callbacks always run on
+the Lua thread. Durable jobs on Redis come with it; on SQLite with the
+hwtimer-sqlite rock.
 ]],
   license = "MIT",
 }
@@ -27,16 +32,8 @@ build = {
     ["hwtimer.runner"] = "lua/hwtimer/runner.lua",
     ["hwtimer.ngx"] = "lua/hwtimer/ngx.lua",
     ["hwtimer.durable"] = "lua/hwtimer/durable.lua",
-    ["hwtimer.durable.sqlite"] = "lua/hwtimer/durable/sqlite.lua",
     ["hwtimer.durable.redis"] = "lua/hwtimer/durable/redis.lua",
     ["hwtimer.durable.redis_scripts"] = "lua/hwtimer/durable/redis_scripts.lua",
-    -- durable timers' store (needs libsqlite3-dev)
-    ["hwtimer.sqlite"] = {
-      sources = { "csrc/durable/lsqlite.c", "csrc/durable/checkpoint.c" },
-      defines = { "_POSIX_C_SOURCE=200809L", "_DEFAULT_SOURCE" },
-      libraries = { "sqlite3", "pthread" },
-      incdirs = { "csrc" },
-    },
     ["hwtimer.core"] = {
       sources = { "csrc/wheel.c", "csrc/worker.c", "csrc/driver.c", "csrc/pipe.c", "csrc/clock.c",
                   "csrc/lhwtimer.c", "csrc/ltimer.c", "csrc/ltimeout.c", "csrc/ldispatch.c", "csrc/lstats.c" },

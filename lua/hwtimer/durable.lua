@@ -29,6 +29,19 @@ local M = {}
 -- SQLite's headers has no hwtimer.sqlite, and may still use Redis).
 local ENGINES = { path = "hwtimer.durable.sqlite", redis = "hwtimer.durable.redis" }
 
+-- The engine for `opts`, or nil and a message where its rock is not installed
+-- (the SQLite engine comes with the hwtimer-sqlite rock). Any other error in
+-- loading it is raised as it is.
+local function engine_for(o)
+  local name = o.redis ~= nil and ENGINES.redis or ENGINES.path
+  local ok, engine = pcall(require, name)
+  if ok then return engine end
+  local missing = tostring(engine):match("module '(hwtimer%.[%w_.]+)' not found")
+  if not missing or o.redis ~= nil then error(engine, 0) end
+  return nil, "hwtimer.durable: SQLite stores need the hwtimer-sqlite rock (luarocks install "
+    .. "hwtimer-sqlite; or make install where libsqlite3-dev is installed): module '" .. missing .. "' not found"
+end
+
 do -- the store's schema, for tools (bench/durable.lua's floor)
   local ok, sqlite_engine = pcall(require, ENGINES.path)
   if ok then M.SCHEMA = sqlite_engine.SCHEMA end
@@ -472,7 +485,8 @@ end
 function M.open(timer, opts)
   if not is_timer(timer) then argerror(1, "open", "hwtimer.timer expected, got " .. type_name(timer)) end
   local o = check_options(opts)
-  local Engine = require(o.redis ~= nil and ENGINES.redis or ENGINES.path)
+  local Engine, missing = engine_for(o)
+  if not Engine then return nil, missing end
   local owner = Engine.random_id()
   local engine, err = Engine.open(o, owner)
   if not engine then return nil, err end

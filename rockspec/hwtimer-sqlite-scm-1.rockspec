@@ -1,0 +1,39 @@
+-- Durable timers on an SQLite file: the C module hwtimer.sqlite and the engine
+-- hwtimer.durable.sqlite, apart from hwtimer so that a machine without SQLite
+-- still installs the timer (as luasql-sqlite3 is to luasql). luarocks refuses
+-- it, naming SQLITE, where sqlite3.h is missing (Debian: libsqlite3-dev).
+rockspec_format = "3.0"
+package = "hwtimer-sqlite"
+version = "scm-1"
+source = {
+  url = "git+file:///hwtimer", -- never fetched: luarocks make rockspec/hwtimer-sqlite-scm-1.rockspec in a checkout
+}
+description = {
+  summary = "SQLite stores for hwtimer's durable timers",
+  detailed = [[
+hwtimer.durable keeps jobs that outlive the process in a store; this rock adds
+SQLite files as a store (durable.open(timer, { path = "jobs.db" })): WAL,
+prepared statements, checkpoints on a thread of their own.
+]],
+  license = "MIT",
+}
+dependencies = {
+  "lua >= 5.1",
+  "hwtimer",
+}
+external_dependencies = {
+  SQLITE = { header = "sqlite3.h" },
+}
+build = {
+  type = "builtin",
+  modules = {
+    ["hwtimer.durable.sqlite"] = "lua/hwtimer/durable/sqlite.lua",
+    ["hwtimer.sqlite"] = {
+      sources = { "csrc/durable/lsqlite.c", "csrc/durable/checkpoint.c" },
+      defines = { "_POSIX_C_SOURCE=200809L", "_DEFAULT_SOURCE" },
+      libraries = { "sqlite3", "pthread" },
+      incdirs = { "csrc", "$(SQLITE_INCDIR)" },
+      libdirs = { "$(SQLITE_LIBDIR)" },
+    },
+  },
+}
