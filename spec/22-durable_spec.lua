@@ -187,7 +187,6 @@ describe("hwtimer.durable", function()
       assert.equal(1, got.attempt)
       assert.is_true(got.due >= before + 0.2 and got.due <= before + 0.25)
       assert.is_true(at >= got.due, "ran early")
-      assert.is_true(at - got.due < 0.1 * SLOW, "ran " .. (at - got.due) .. " s late")
       assert.is_nil(q:get(id))
       assert.equal(0, q:pending())
     end)
@@ -484,34 +483,47 @@ describe("hwtimer.durable", function()
   end)
 
   describe("the window", function()
-    it("holds only jobs due within the window in the wheel, and runs later ones on time", function()
-      -- (times scale with SLOW: under valgrind the 250 schedules take longer
-      -- than the first job's delay would be)
-      q = assert(open({ window = 0.4 * SLOW }))
+    it("holds only jobs due within the window in the wheel, and runs later ones from the refill", function()
+      -- No lateness bound (that figure is make bench's): the sweep is a minute
+      -- away, so a job beyond the window runs within the wait only if the
+      -- refill loaded it. Counts are taken between schedules, where no
+      -- callback runs; the jobs beyond the window go first, so that no job
+      -- of the queue can fire while the wheel is counted.
+      q = assert(open({ window = 0.4 * SLOW, sweep = 60 }))
       local base = timer:pending()
       local ran = {}
-      q:handle("k", function(job) ran[#ran + 1] = wall() - job.due end)
-      for i = 1, 50 do q:schedule("k", (0.1 + i * 0.005) * SLOW) end
+      q:handle("k", function(job) ran[#ran + 1] = { id = job.id, late = wall() - job.due } end)
       for i = 1, 200 do q:schedule("k", (0.6 + i * 0.001) * SLOW) end
-      assert.equal(base + 50, timer:pending())
-      assert.is_true(wait(function() return #ran == 250 end, 5 * SLOW))
-      table.sort(ran)
-      assert.is_true(ran[1] >= 0, "early")
-      assert.is_true(ran[#ran] < 0.1 * SLOW, "late by " .. ran[#ran])
+      -- (at most: the queue's own refill timeout may expire meanwhile)
+      assert.is_true(timer:pending() <= base, timer:pending() - base .. " more in the wheel")
+      assert.matches(", 0 in the window%)$", tostring(q))
+      for i = 1, 50 do q:schedule("k", (0.1 + i * 0.005) * SLOW) end
+      assert.matches(", 50 in the window%)$", tostring(q))
+      assert.is_true(timer:pending() <= base + 50)
+      assert.is_true(wait(function() return #ran >= 250 end, 10 * SLOW), #ran .. " of 250 ran")
+      wait(function() return false end, 0.05)
+      assert.equal(250, #ran)
+      local seen = {}
+      for _, r in ipairs(ran) do
+        assert.is_nil(seen[r.id], "ran twice")
+        seen[r.id] = true
+        assert.is_true(r.late >= 0, "early by " .. -r.late)
+      end
     end)
 
     it("picks up what another process scheduled inside its window", function()
-      q = assert(open({ poll = 0.02 }))
-      local other = assert(open()) -- another connection: another process as SQLite sees it
+      -- the sweep is a minute away: a run within the wait came from the poll
+      q = assert(open({ poll = 0.02, sweep = 60 }))
+      local other = assert(open({ sweep = 60 })) -- another connection: another process as SQLite sees it
       local late
       q:handle("k", function(job) late = wall() - job.due end)
       other:schedule("k", 0.1)
-      assert.truthy(wait(function() return late end))
-      assert.is_true(late >= 0 and late < 0.05 * SLOW, "late by " .. late)
+      assert.truthy(wait(function() return late end, 10 * SLOW))
+      assert.is_true(late >= 0, "early by " .. late)
       late = nil
       other:schedule("k", 0.005) -- shorter than the poll: run at the next poll
-      assert.truthy(wait(function() return late end))
-      assert.is_true(late < 0.06 * SLOW, "late by " .. late)
+      assert.truthy(wait(function() return late end, 10 * SLOW))
+      assert.is_true(late >= 0, "early by " .. late)
     end)
   end)
 
@@ -575,7 +587,6 @@ describe("hwtimer.durable", function()
       assert.truthy(wait(function() return got end))
       assert.equal(2, got.attempt)
       assert.is_true(at >= leased_until, "ran " .. (leased_until - at) .. " s before its lease expired")
-      assert.is_true(at - leased_until < 0.2 * SLOW, "reclaimed " .. (at - leased_until) .. " s late")
     end)
   end)
 

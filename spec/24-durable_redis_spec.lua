@@ -238,7 +238,6 @@ describe("hwtimer.durable with Redis", function()
       assert.equal(1, got.attempt)
       assert.is_true(got.due >= before + 0.2 and got.due <= before + 0.25, "due " .. (got.due - before))
       assert.is_true(at >= got.due, "ran early")
-      assert.is_true(at - got.due < 0.1 * SLOW, "ran " .. (at - got.due) .. " s late")
       assert.is_nil(q:get(id))
       assert.equal(0, q:pending())
     end)
@@ -328,7 +327,6 @@ describe("hwtimer.durable with Redis", function()
       assert.truthy(wait(function() return got end))
       engine.now = real_now
       assert.is_true(at >= due, "ran " .. (due - at) .. " s early")
-      assert.is_true(at - due < 0.1 * SLOW, "ran " .. (at - due) .. " s late")
     end)
 
     it("is tracked from when each script began, not when its reply came", function()
@@ -683,35 +681,45 @@ describe("hwtimer.durable with Redis", function()
   end)
 
   describe("the window", function()
-    it("holds only jobs due within the window in the wheel, and runs later ones on time", function()
-      -- (Times scale with HWT_SLOW: under valgrind 250 schedules take longer
-      -- than the first in-window delay, and those would fire while we count.)
-      q = assert(open({ window = 0.4 * SLOW }))
+    it("holds only jobs due within the window in the wheel, and runs later ones from the refill", function()
+      -- As in spec/22: no lateness bound, the sweep a minute away, the jobs
+      -- beyond the window scheduled first, counts taken between schedules.
+      q = assert(open({ window = 0.4 * SLOW, sweep = 60 }))
       local ran = {}
-      q:handle("k", function(job) ran[#ran + 1] = server_now() - job.due end)
+      q:handle("k", function(job) ran[#ran + 1] = { id = job.id, late = server_now() - job.due } end)
       timer:run(0.01) -- the pass queued at delay 0 has run: it would expire while we count
       local base = timer:pending()
-      for i = 1, 50 do q:schedule("k", (0.1 + i * 0.005) * SLOW) end
       for i = 1, 200 do q:schedule("k", (0.6 + i * 0.001) * SLOW) end
-      assert.equal(base + 50, timer:pending())
-      assert.is_true(wait(function() return #ran == 250 end, 5 * SLOW))
-      table.sort(ran)
-      assert.is_true(ran[1] >= 0, "early")
-      assert.is_true(ran[#ran] < 0.1 * SLOW, "late by " .. ran[#ran])
+      -- (at most: the queue's own refill timeout may expire meanwhile)
+      assert.is_true(timer:pending() <= base, timer:pending() - base .. " more in the wheel")
+      assert.matches(", 0 in the window%)$", tostring(q))
+      for i = 1, 50 do q:schedule("k", (0.1 + i * 0.005) * SLOW) end
+      assert.matches(", 50 in the window%)$", tostring(q))
+      assert.is_true(timer:pending() <= base + 50)
+      assert.is_true(wait(function() return #ran >= 250 end, 10 * SLOW), #ran .. " of 250 ran")
+      wait(function() return false end, 0.05)
+      assert.equal(250, #ran)
+      local seen = {}
+      for _, r in ipairs(ran) do
+        assert.is_nil(seen[r.id], "ran twice")
+        seen[r.id] = true
+        assert.is_true(r.late >= 0, "early by " .. -r.late)
+      end
     end)
 
-    it("picks up promptly what another process scheduled inside its window", function()
-      q = assert(open({ poll = 0.02 }))
-      local other = assert(open()) -- its own client and owner: another process to the store
+    it("picks up what another process scheduled inside its window, from the poll", function()
+      -- the sweep is a minute away: a run within the wait came from the poll
+      q = assert(open({ poll = 0.02, sweep = 60 }))
+      local other = assert(open({ sweep = 60 })) -- its own client and owner: another process to the store
       local late
       q:handle("k", function(job) late = server_now() - job.due end)
       other:schedule("k", 0.1)
-      assert.truthy(wait(function() return late end))
-      assert.is_true(late >= 0 and late < 0.05 * SLOW, "late by " .. late)
+      assert.truthy(wait(function() return late end, 10 * SLOW))
+      assert.is_true(late >= 0, "early by " .. late)
       late = nil
       other:schedule("k", 0.005) -- shorter than the poll: run at the next poll
-      assert.truthy(wait(function() return late end))
-      assert.is_true(late >= 0 and late < 0.06 * SLOW, "late by " .. late)
+      assert.truthy(wait(function() return late end, 10 * SLOW))
+      assert.is_true(late >= 0, "early by " .. late)
     end)
   end)
 
@@ -857,11 +865,9 @@ describe("hwtimer.durable with Redis", function()
     assert.is_true(wait_exit(pid, 5))
     local got, at
     q:handle("job", function(job) got, at = job, server_now() end)
-    local since = math.max(lease_end, server_now())
     assert.truthy(wait(function() return got end))
     assert.equal(2, got.attempt)
     assert.is_true(at >= lease_end, "ran " .. (lease_end - at) .. " s before its lease expired")
-    assert.is_true(at - since < 0.2 * SLOW, "reclaimed " .. (at - since) .. " s late")
     assert.equal(0, q:pending())
   end)
 
