@@ -78,7 +78,7 @@ describe("timer:close", function()
   end)
 
   it("runs for a to-be-closed variable", function()
-    if _VERSION < "Lua 5.4" then return end
+    if _VERSION < "Lua 5.4" then return pending("to-be-closed variables need Lua 5.4") end
     local chunk = load([[
       local hwtimer, box = ...
       do
@@ -96,7 +96,7 @@ describe("garbage collection", function()
   it("a collected timer stops its thread", function()
     gc()
     local before = helpers.settled_thread_count()
-    if not before then return end
+    if not before then return pending("no /proc/self/task to count threads") end
     local timer = hwtimer.new()
     assert.equal(before + 1, helpers.wait_thread_count(before + 1))
     timer = nil

@@ -59,9 +59,19 @@ describe("t:reset([delay])", function()
 
   it("reuses a periodic timeout's interval; a one-shot needs a delay", function()
     local runs = 0
-    local p = timer:every(0.002, function() runs = runs + 1 end)
-    p:reset()
-    helpers.wait_until(timer, function() return runs >= 2 end, 5)
+    local p = timer:every(0.5, function() runs = runs + 1 end)
+    local before = hwtimer.now()
+    p:reset() -- one interval from now, not from when it was scheduled
+    local after = hwtimer.now()
+    assert.is_true(p:deadline() >= before + 0.5, "due " .. p:deadline() - before .. " s on")
+    assert.is_true(p:deadline() <= after + 0.5 + 0.001, "due " .. p:deadline() - after .. " s on")
+    assert.equal(1, timer:pending())
+    p:reset(0.002) -- a delay moves the next run; the interval stays
+    assert.is_true(helpers.wait_until(timer, function() return runs >= 1 end, 5))
+    local d = p:deadline() -- the run after: one interval (0.5 s) after the last was due
+    assert.is_true(d - hwtimer.now() > 0.3, "next run " .. d - hwtimer.now() .. " s on")
+    assert.is_true(d - hwtimer.now() <= 0.5 + 0.001, "next run " .. d - hwtimer.now() .. " s on")
+    assert.equal(1, runs)
     p:cancel()
     local o = timer:schedule(1, function() end)
     assert.has_error(function() local r = o:reset() return r end,
@@ -151,6 +161,77 @@ describe("timer:every{ interval, rate, jitter }", function()
     assert.is_true(hi > lo + 0.001, "no spread at all")
   end)
 
+  -- Each series raises in every run and is cancelled from its 19th: it must
+  -- have run 19 times, each due where its options say (read from deadline()).
+  local TICK, IV, J = 0.001, 0.005, 0.5
+  local function erring_series(opts)
+    local raised, due, ends = 0, {}, {}
+    local tm = hwtimer.new({ tick = TICK, on_error = function() raised = raised + 1 end })
+    local p
+    p = tm:every(opts, function(t)
+      due[#due + 1] = t:deadline()
+      if #due == 19 then p:cancel() end
+      ends[#ends + 1] = hwtimer.now()
+      error("run " .. #due)
+    end)
+    tm:run(10)
+    local left = tm:pending()
+    tm:close()
+    assert.equal(19, #due, "the series stopped after " .. #due .. " runs")
+    assert.equal(19, raised)
+    assert.equal(0, left)
+    assert.equal("cancelled", p:state())
+    return due, ends
+  end
+
+  -- how far d lies past the nearest grid point at or below it (grid from base)
+  local function off_grid(d, base)
+    local k = math.floor((d - base) / IV + 1e-6)
+    return d - base - k * IV, k
+  end
+
+  it("a series at a fixed rate goes on after its callback raises, on its grid", function()
+    local due = erring_series({ interval = IV, rate = true })
+    for i = 2, 19 do
+      local off, k = off_grid(due[i], due[1])
+      assert.is_true(k >= i - 1, "run " .. i .. " came before its period")
+      assert.is_true(off < 1e-6 or IV - off < 1e-6, "run " .. i .. " is " .. off .. " s off the grid")
+    end
+  end)
+
+  it("a jittered series goes on after its callback raises, an interval or more after each run", function()
+    local due, ends = erring_series({ interval = IV, jitter = J })
+    for i = 2, 19 do
+      assert.is_true(due[i] >= ends[i - 1] + IV - 1e-9, "run " .. i .. " came early")
+    end
+  end)
+
+  it("a jittered series at a fixed rate goes on after its callback raises, its jitter not accumulated", function()
+    local due = erring_series({ interval = IV, rate = true, jitter = J, first = IV })
+    for i = 2, 19 do
+      local off, k = off_grid(due[i], due[1])
+      assert.is_true(k >= i - 1, "run " .. i .. " came before its period")
+      assert.is_true(off <= J * IV + TICK + 1e-6, "run " .. i .. " is " .. off .. " s past its period")
+    end
+  end)
+
+  it("reset(delay) moves a periodic's next run by delay; the interval stays", function()
+    for _, opts in ipairs({ 0.5, { interval = 0.5, rate = true }, { interval = 0.5, jitter = 0.2 } }) do
+      local runs, at = 0, nil
+      local p = timer:every(opts, function() runs, at = runs + 1, hwtimer.now() end)
+      local before = hwtimer.now()
+      p:reset(0.02)
+      local after = hwtimer.now()
+      assert.is_true(p:deadline() >= before + 0.02, "due " .. p:deadline() - before .. " s on")
+      assert.is_true(p:deadline() <= after + 0.02 + 0.001, "due " .. p:deadline() - after .. " s on")
+      assert.is_true(helpers.wait_until(timer, function() return runs == 1 end, 5))
+      assert.is_true(at >= before + 0.02, "ran early")
+      local next_in = p:deadline() - at -- an interval on (plus jitter), not 0.02
+      assert.is_true(next_in > 0.3 and next_in <= 0.5 * 1.2 + 0.001, "next run " .. next_in .. " s on")
+      p:cancel()
+    end
+  end)
+
   it("rejects bad options", function()
     local f = function() end
     assert.has_error(function() local r = timer:every({}, f) return r end,
@@ -168,8 +249,14 @@ describe("timer:stats([since_last]) and t:lateness()", function()
   it("counts everything exactly and reports lateness", function()
     local timer = hwtimer.new({ on_error = function() end })
     local lateness = {}
+    -- lateness read between two clock reads: it lies between them less the
+    -- deadline, so it cannot be clamped to 0 when a timeout runs early
     for i = 1, 20 do
-      timer:schedule(i / 1000, function(t) lateness[#lateness + 1] = t:lateness() end)
+      timer:schedule(i / 1000, function(t)
+        local t0 = hwtimer.now()
+        local l = t:lateness()
+        lateness[#lateness + 1] = { t0 - t:deadline(), l, hwtimer.now() - t:deadline() }
+      end)
     end
     timer:schedule(0, function() error("x") end)
     timer:schedule(10, function() end):cancel()
@@ -180,7 +267,10 @@ describe("timer:stats([since_last]) and t:lateness()", function()
     assert.is_true(s.late_p50 >= 0 and s.late_p50 <= s.late_p99 and s.late_p99 <= s.late_max)
     assert.is_true(s.late_max < 1)
     assert.equal(20, #lateness)
-    for _, l in ipairs(lateness) do assert.is_true(l >= 0 and l < 1) end
+    for _, l in ipairs(lateness) do
+      assert.is_true(l[1] >= 0, "ran " .. -l[1] .. " s early")
+      assert.is_true(l[2] >= l[1] - 1e-9 and l[2] <= l[3] + 1e-9, "lateness " .. l[2] .. " outside " .. l[1] .. ".." .. l[3])
+    end
     assert.equal(0, p:lateness()) -- not due yet
     local w = timer:stats(true)
     assert.equal(23, w.scheduled)

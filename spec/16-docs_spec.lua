@@ -1,14 +1,29 @@
--- The README's API section is the reference: every name in every luaL_Reg
--- table of the binding, and every public function of the Lua modules, must
--- have a "**syntax:**" line there. Adding a method without documenting it
+-- The docs are the reference: every name in every luaL_Reg table of the
+-- binding, and every public function of the Lua modules, must have a
+-- "**syntax:**" line in README.md or one of docs/*.md (docs/api.md,
+-- docs/hosts.md, docs/durable.md). Adding a method without documenting it
 -- fails this spec (and so CI).
 local read = require("spec.helpers").read_file
 
-local readme = read("README.md")
-local syntax = {}
-for line in readme:gmatch("[^\n]+") do
-  if line:find("**syntax:**", 1, true) then syntax[#syntax + 1] = line end
+-- README.md and every docs/*.md, by path.
+local function doc_files()
+  local paths = { "README.md" }
+  local p = assert(io.popen("ls docs/*.md"))
+  for path in p:lines() do paths[#paths + 1] = path end
+  p:close()
+  return paths
 end
+
+local doc_paths = doc_files()
+local texts, syntax = {}, {}
+for _, path in ipairs(doc_paths) do
+  local text = read(path)
+  texts[#texts + 1] = text
+  for line in text:gmatch("[^\n]+") do
+    if line:find("**syntax:**", 1, true) then syntax[#syntax + 1] = line end
+  end
+end
+local alltext = table.concat(texts, "\n")
 
 local function documented(needle)
   for _, line in ipairs(syntax) do
@@ -36,7 +51,7 @@ local function reg_tables()
   return tables
 end
 
--- What each table's name says its entries are, and how the README writes them.
+-- What each table's name says its entries are, and how the docs write them.
 local kinds = {
   { "timer_metamethods$", "`%s`" },
   { "timer_methods$", "timer:%s(" },
@@ -50,8 +65,14 @@ local function kind_of(table_name)
   end
 end
 
-describe("API reference (README)", function()
+describe("API reference (README.md and docs/*.md)", function()
   local tables = reg_tables()
+
+  it("reads README.md and at least 5 docs/*.md", function()
+    assert.equal("README.md", doc_paths[1])
+    assert.is_true(#doc_paths - 1 >= 5, "docs files read: " .. (#doc_paths - 1))
+    assert.is_true(#syntax >= 40, "syntax lines found: " .. #syntax)
+  end)
 
   it("knows what every luaL_Reg table of the binding holds", function()
     for table_name in pairs(tables) do
@@ -67,7 +88,7 @@ describe("API reference (README)", function()
           for _, name in ipairs(names) do
             seen = seen + 1
             local needle = k[2]:format(name)
-            local found = k[2]:sub(1, 1) == "`" and readme:find(needle, 1, true) or documented(needle)
+            local found = k[2]:sub(1, 1) == "`" and alltext:find(needle, 1, true) or documented(needle)
             assert.truthy(found, "undocumented: " .. needle .. " (" .. table_name .. ")")
           end
         end

@@ -19,9 +19,20 @@ local function check_identity(timer, where)
 end
 
 describe("timer:stats()", function()
-  local timer
-  before_each(function() timer = hwtimer.new({ on_error = f }) end)
-  after_each(function() timer:close() end)
+  local timer, raised
+  -- Callbacks' errors are collected and checked after each spec: an assert
+  -- inside a callback (check_identity) goes to on_error, and would be lost.
+  -- The one deliberate error is "x".
+  before_each(function()
+    raised = {}
+    timer = hwtimer.new({ on_error = function(err) raised[#raised + 1] = tostring(err) end })
+  end)
+  after_each(function()
+    timer:close()
+    for _, err in ipairs(raised) do
+      assert(err:match("^.*:%d+: x$"), "a callback raised: " .. err)
+    end
+  end)
 
   it("returns every count as an integer", function()
     timer:schedule(0, f)

@@ -339,7 +339,8 @@ describe("hwtimer.durable", function()
       assert.is_false(q:cancel(id))
       assert.is_false(q:cancel("unknown"))
       assert.is_nil(q:get(id))
-      wait(function() return false end, 0.25)
+      -- past its due time and the sweep (1 s), either of which would run it
+      wait(function() return false end, 1.3)
       assert.is_false(ran)
       assert.has_error(function() q:cancel(nil) end, "bad argument #1 to 'cancel' (non-empty string expected, got nil)")
     end)
@@ -732,7 +733,7 @@ describe("hwtimer.durable", function()
     end)
   end)
 
-  require("spec.durable.leases")({
+  local shared = {
     describe = describe, it = it, pending = pending, assert = assert,
     open = function(opts) return open(opts) end,
     timer = function() return timer end,
@@ -746,7 +747,9 @@ describe("hwtimer.durable", function()
       assert(st:run(id))
       db:close()
     end,
-  })
+  }
+  require("spec.durable.leases")(shared)
+  require("spec.durable.cancel")(shared)
   describe("q:handle, q:close", function()
     it("raises on bad arguments and after close", function()
       q = assert(open())

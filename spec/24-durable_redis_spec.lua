@@ -389,7 +389,7 @@ describe("hwtimer.durable with Redis", function()
     end)
   end)
 
-  require("spec.durable.leases")({
+  local shared = {
     describe = describe, it = it, pending = pending, assert = assert,
     open = function(opts) return open(opts) end,
     timer = function() return timer end,
@@ -410,7 +410,9 @@ describe("hwtimer.durable with Redis", function()
           end
         end]], 3, tag .. ":j", tag .. ":meta", tag .. ":l:1:k", id)
     end,
-  })
+  }
+  require("spec.durable.leases")(shared)
+  require("spec.durable.cancel")(shared)
   describe("acknowledgements", function()
     it("wait for the next claim, which writes them; reads of jobs write them first", function()
       -- (no poll or sweep: either would claim, and write them, on its own)

@@ -625,6 +625,16 @@ function Q:batch(fn)
   return true
 end
 
+-- A job the pass under way claimed and has not started yet is not started:
+-- a cancel that returned true holds (one running now finishes its run).
+local function skip_in_pass(self, id)
+  local p = self._pass
+  if not p then return end
+  for i = p.i + 1, p.n do
+    if p.rows[i][2] == id then p.rows[i].lost = true end
+  end
+end
+
 --- ok = q:cancel(id)
 function Q:cancel(id)
   live(self, "cancel")
@@ -633,7 +643,12 @@ function Q:cancel(id)
   settle(self) -- a job that ran is not cancelled
   local key, err = self._engine:cancel(id)
   if key == nil then return nil, "hwtimer.durable: " .. tostring(err) end
+  if key == false and err then
+    return nil, string.format("hwtimer.durable: job %s is in flight in another process (leased for %.3f s more)",
+      id, max(0, err - self._now()))
+  end
   if key == false then return false end
+  skip_in_pass(self, id)
   if self._batching then
     local u = self._unbatched
     u[#u + 1] = key

@@ -247,8 +247,9 @@ function E:put(id, kind, payload, when, relative, every, fresh)
 end
 
 function E:cancel(id)
-  local res, err = self:run("cancel", id)
+  local res, err = self:run("cancel", id, self.owner)
   if not res then return nil, err end
+  if res[2] == "leased" then return false, tonumber(res[3]) / 1e6 end
   return res[2] and tonumber(res[2]) or false
 end
 

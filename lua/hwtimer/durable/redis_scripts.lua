@@ -459,13 +459,16 @@ for kind, list in pairs(kinds) do ready_add(kind, list) end
 return done(out)
 ]])
 
--- Cancel: ARGV[1] the id. Returns { now } when unknown, else { now, the
--- ready time it had (0 when dead) }.
+-- Cancel: ARGV[1] the id, ARGV[2] the caller (owner). Returns { now } when
+-- unknown; { now, 'leased', lease end } when another owner holds it under a
+-- live lease (it may be running there: left as it is); else { now, the ready
+-- time it had (0 when dead) }.
 S.cancel = script([[
 local id = ARGV[1]
 local raw = jget(id)
 if not raw then return { now } end
 local kind, _, _, _, owner, _, _, dead, ready = unpack(raw)
+if owner ~= '' and owner ~= ARGV[2] and ready > now then return { now, 'leased', ready } end
 unindex(id, kind, owner, dead, ready)
 jdel(id)
 return done({ now, dead == 1 and 0 or ready })

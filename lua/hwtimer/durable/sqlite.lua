@@ -50,7 +50,10 @@ local SQL = {
   rollback = "ROLLBACK",
   insert = [[INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, every)
              VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)]],
-  cancel = "DELETE FROM hwtimer_jobs WHERE queue = ?1 AND id = ?2 RETURNING seq",
+  -- not a job another process holds under a live lease: it may be running there
+  cancel = [[DELETE FROM hwtimer_jobs WHERE queue = ?1 AND id = ?2
+             AND (owner IS NULL OR owner = ?3 OR ready <= ?4) RETURNING seq]],
+  leased_until = "SELECT ready FROM hwtimer_jobs WHERE queue = ?1 AND id = ?2 AND owner IS NOT NULL",
   get = [[SELECT id, kind, payload, due, attempt, every, dead, error, owner
           FROM hwtimer_jobs WHERE queue = ?1 AND id = ?2]],
   pending = "SELECT count(*) FROM hwtimer_jobs WHERE queue = ?1 AND dead = 0",
@@ -190,9 +193,13 @@ function E:put(id, kind, payload, when, relative, every)
 end
 
 function E:cancel(id)
-  local seq, err = self.st.cancel:first(self.queue, id)
+  local seq, err = self.st.cancel:first(self.queue, id, self.owner, sqlite.now())
   if seq == nil and err then return nil, err end
-  return seq or false
+  if seq then return seq end
+  local until_
+  until_, err = self.st.leased_until:first(self.queue, id)
+  if until_ == nil and err then return nil, err end
+  return false, until_
 end
 
 function E:get(id)
