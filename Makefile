@@ -68,7 +68,7 @@ NGX_PACKAGES   := nginx libnginx-mod-http-lua luajit2 libluajit2-5.1-dev lua-soc
 
 .PHONY: sqlite all test test-all test-c test-spec test-rock demo bench bench-quick install clean \
         deps deps-test deps-bench check check-model check-fuzz check-failalloc check-asan \
-        check-tsan check-valgrind dist
+        check-tsan check-valgrind check-mutants dist
 
 all: $(MODULE) sqlite
 
@@ -142,9 +142,10 @@ test-c: $(CBUILD)/test_wheel $(CBUILD)/test_worker
 	$(CBUILD)/test_wheel
 	$(CBUILD)/test_worker
 
+# SPECS: some spec files only (default: all); BUSTED_FLAGS: e.g. --no-keep-going.
 test-spec: $(MODULE) $(TESTUTIL) sqlite
 	@echo "== specs on $$($(LUA) -v 2>&1 | head -1)"
-	$(RUN_ENV) busted --lua=$(LUA) spec
+	$(RUN_ENV) spec/run.sh busted --lua=$(LUA) $(BUSTED_FLAGS) -- $(SPECS)
 
 # The released rocks, installed from dist/ by luarocks from another directory into
 # build/<version>/rock, and the specs run against that tree alone. First, that
@@ -162,7 +163,7 @@ test-rock: $(TESTUTIL) dist
 	cd / && luarocks --lua-version=$(LUA_ABI) --tree=$(CURDIR)/$(ROCKTREE) install \
 	  $(CURDIR)/$(DIST)/hwtimer-sqlite-$(VERSION)-1.src.rock LUA_INCDIR=$(LUA_INCDIR)
 	$(ROCK_ENV) $(LUA) -e 'for _, m in ipairs({ "hwtimer.core", "hwtimer.sqlite" }) do local p = package.searchpath(m, package.cpath); assert(p:find("$(ROCKTREE)", 1, true), p); print("== specs against the rocks: " .. p) end'
-	HWT_QUICK=1 $(ROCK_ENV) busted --lua=$(LUA) spec
+	HWT_QUICK=1 $(ROCK_ENV) spec/run.sh busted --lua=$(LUA)
 
 # ---- dist: the source tarball and the two packed source rocks, offline ----------
 # The tarball holds the files git tracks (and new ones it does not ignore), as
@@ -195,8 +196,13 @@ SAN_RUN      := LUA_PATH='lua/?.lua;lua/?/init.lua;;' HWT_LUA=$(LUA) HWT_QUICK=1
 CHECK_PACKAGES := valgrind clang libclang-rt-dev
 
 check:
-	@$(MAKE) --no-print-directory deps PACKAGES="$(BASE_PACKAGES) $(LUA_PACKAGES) $(CHECK_PACKAGES)"
-	$(MAKE) check-model check-fuzz check-failalloc check-asan check-tsan check-valgrind
+	@$(MAKE) --no-print-directory deps PACKAGES="$(BASE_PACKAGES) $(ALL_LUA_PACKAGES) $(CHECK_PACKAGES)"
+	$(MAKE) check-model check-fuzz check-failalloc check-asan check-tsan check-valgrind check-mutants
+
+# Small bugs planted one at a time in a scratch copy (spec/mutants/list.lua);
+# each must make the specs that concern it fail.
+check-mutants:
+	lua5.4 spec/mutants/run.lua
 
 # The wheel against its model: 1,000,000 operations on each of 7 geometries.
 check-model: $(CBUILD)/test_wheel
@@ -237,27 +243,28 @@ build/asan/hwtimer/sqlite.so build/tsan/hwtimer/sqlite.so: $(SQLITE_SRC) csrc/du
 
 # The whole suite on an ASan + UBSan build, the stress spec at 1,000,000 timeouts.
 check-asan: build/asan/hwtimer/core.so build/asan/hwtimer/sqlite.so $(TESTUTIL)
-	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
-	  ASAN_OPTIONS=detect_leaks=0 HWT_STRESS_N=1000000 $(SAN_RUN) \
-	  LUA_CPATH='build/asan/?.so;$(BUILD)/test/?.so;;' $(LUA) /usr/bin/busted spec
+	ASAN_OPTIONS=detect_leaks=0 HWT_STRESS_N=1000000 $(SAN_RUN) LUA_CPATH='build/asan/?.so;$(BUILD)/test/?.so;;' \
+	  spec/run.sh -t 600 env LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	  $(LUA) /usr/bin/busted
 
 # A TSan build under schedule/cancel storms while the worker expires at a 1 ms
 # tick, and the SQLite store's checkpoint thread under back-to-back commits
 # (specs that start other processes are left to the other runs).
 check-tsan: build/tsan/hwtimer/core.so build/tsan/hwtimer/sqlite.so $(TESTUTIL)
-	LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" TSAN_OPTIONS="halt_on_error=1 exitcode=66" \
-	  HWT_STRESS_N=300000 $(SAN_RUN) LUA_CPATH='build/tsan/?.so;$(BUILD)/test/?.so;;' \
-	  $(LUA) /usr/bin/busted spec/02-schedule_spec.lua spec/03-timeout_spec.lua \
-	  spec/05-every_spec.lua spec/11-stress_spec.lua spec/13-storm_spec.lua
-	LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" TSAN_OPTIONS="halt_on_error=1 exitcode=66" \
-	  $(SAN_RUN) LUA_CPATH='build/tsan/?.so;$(BUILD)/test/?.so;;' \
-	  $(LUA) /usr/bin/busted spec/28-sqlite_spec.lua
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" HWT_STRESS_N=300000 $(SAN_RUN) \
+	  LUA_CPATH='build/tsan/?.so;$(BUILD)/test/?.so;;' \
+	  spec/run.sh -t 600 env LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" $(LUA) /usr/bin/busted -- \
+	  spec/02-schedule_spec.lua spec/03-timeout_spec.lua spec/05-every_spec.lua spec/11-stress_spec.lua \
+	  spec/13-storm_spec.lua
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(SAN_RUN) LUA_CPATH='build/tsan/?.so;$(BUILD)/test/?.so;;' \
+	  spec/run.sh -t 600 env LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" $(LUA) /usr/bin/busted -- \
+	  spec/28-sqlite_spec.lua
 
 # The whole suite under valgrind memcheck with a collector that never rests:
 # no error, no definitely lost block.
 check-valgrind: $(MODULE) $(TESTUTIL)
-	HWT_SLOW=20 $(RUN_ENV) valgrind -q --fair-sched=yes --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite \
-	  $(LUA) /usr/bin/busted --helper=spec/helpers_gc_aggressive.lua spec
+	HWT_SLOW=20 $(RUN_ENV) spec/run.sh -t 1200 valgrind -q --fair-sched=yes --error-exitcode=9 --leak-check=full \
+	  --errors-for-leak-kinds=definite $(LUA) /usr/bin/busted --helper=spec/helpers_gc_aggressive.lua
 
 # ---- demo, bench, install -----------------------------------------------------------
 

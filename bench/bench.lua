@@ -10,7 +10,7 @@ local OUT = DIR .. "/out"
 local LUA = os.getenv("HWT_LUA") or "lua5.4"
 local NETTY_CP = "/usr/share/java/netty-common.jar:build/netty"
 
--- The full run's table and plots are the ones the README shows; a reduced
+-- The full run's table and plots are the ones docs/performance.md shows; a reduced
 -- run keeps its own in bench/out.
 local FINAL = SCALE >= 1 and RUNS >= 3 and DIR or OUT
 os.execute("mkdir -p " .. OUT)

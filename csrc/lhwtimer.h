@@ -77,7 +77,7 @@ extern const char lhwt_timer_magic;
 #define PIN_TIMER 1
 #define TIMER_FIELD "__hwtimer.timer"
 
-/* Counts are of runs: see lhwtimer.h's run_armed and the README's stats. */
+/* Counts are of runs: see lhwtimer.h's run_armed and docs/api.md's stats. */
 struct stats {
 	lua_Integer scheduled, fired, cancelled, errors, skipped;
 	lua_Integer retry_started, retry_succeeded, retry_failed; /* timer:count */

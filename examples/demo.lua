@@ -23,7 +23,7 @@ local BACKOFF = 0.05          -- first retry delay; doubles each attempt
 
 math.randomseed(42)
 -- The collector is the host's, and this demo is a host: on Lua 5.4 it takes
--- the setting README "Tuning the collector for latency" recommends (smaller
+-- the setting docs/performance.md "Tuning the collector for latency" recommends (smaller
 -- steps; the collector keeps running). 5.4's defaults sweep ~100,000 objects
 -- in one step, 10-20 ms, and every callback due meanwhile waits. Run with
 -- HWT_DEMO_GC=default to see the difference.

@@ -220,7 +220,7 @@ describe("hwtimer.durable", function()
     end)
 
     -- Ids in the order they were made keep the store's id index growing at
-    -- its right edge (README, Durable timers: batched schedules).
+    -- its right edge (docs/durable.md: batched schedules).
     it("makes ids of 24 hex digits, unique, that sort in the order they were made", function()
       q = assert(open())
       local ids, seen = {}, {}

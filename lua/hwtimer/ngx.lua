@@ -249,7 +249,7 @@ end
 
 --- new([opts], [max_wait]): a timer for this worker, with its dispatcher and
 -- runners. opts: hwtimer.new's, plus min_runners, max_runners, runner_idle,
--- runner_runs, slice, max_wait, exit_max, exit_time (see the README).
+-- runner_runs, slice, max_wait, exit_max, exit_time (see docs/hosts.md).
 function M.new(opts, max_wait)
   if opts ~= nil and type(opts) ~= "table" then
     error("bad argument #1 to 'new' (table expected, got " .. type(opts) .. ")", 2)

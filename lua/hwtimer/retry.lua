@@ -69,7 +69,7 @@ local function count(self, name, protected)
   if protected then pcall(c, timer, name) else c(timer, name) end
 end
 
--- Enter a final state. `reason` says why (see README: r:state()).
+-- Enter a final state. `reason` says why (see docs/api.md: r:state()).
 local function finish(self, state, reason)
   self._state, self._reason, self._timeout, self._due = state, reason, nil, nil
   if state == "succeeded" then
@@ -214,7 +214,7 @@ function attempt(_, self)
   return report(self, news)
 end
 
---- hwtimer.retry(timer, fn, [opts]): see README, "Retry".
+--- hwtimer.retry(timer, fn, [opts]): see docs/api.md, "Retry".
 function M.retry(timer, fn, opts)
   if not is_timer(timer) then argerror(1, "hwtimer.timer expected, got " .. type_name(timer)) end
   if not callable(fn) then

@@ -1,0 +1,118 @@
+-- make check-mutants: plants each small bug of spec/mutants/list.lua, one at
+-- a time, in a scratch copy of the tree, runs the specs that concern it
+-- (make test-spec SPECS=... in the copy, stopping at the first failure) and
+-- fails if any mutant survives. A mutant whose text is not found exactly
+-- once in its file fails too: the list must follow the code.
+--   lua5.4 spec/mutants/run.lua [NAME-PATTERN]
+local list = dofile("spec/mutants/list.lua")
+local only = arg[1]
+local LIMIT = tonumber(os.getenv("HWT_MUTANT_LIMIT")) or 240 -- seconds a spec file may take
+
+local function sh(cmd)
+  local ok, _, code = os.execute(cmd)
+  if type(ok) == "number" then return ok == 0, ok end -- Lua 5.1
+  return ok == true, code
+end
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+local function write(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+-- The scratch copy: the work tree without build/, dist/ and .git.
+local function scratch()
+  local p = assert(io.popen("mktemp -d /tmp/hwtimer-mutants.XXXXXX"))
+  local dir = p:read("*l")
+  p:close()
+  assert(sh("bash -o pipefail -c " .. q("tar --exclude=./build --exclude=./dist --exclude=./.git -cf - . | tar -xf - -C " .. dir)),
+    "could not copy the tree")
+  return dir
+end
+
+-- Run `specs` on Lua `v` in the copy; returns passed?, the failing file(s), log.
+local function run_specs(dir, v, specs)
+  local log = dir .. "/mutant.log"
+  local cmd = string.format("cd %s && HWT_SPEC_LIMIT=%d make -s test-spec LUA_VERSION=%s "
+    .. "BUSTED_FLAGS=--no-keep-going SPECS=%s >%s 2>&1", q(dir), LIMIT, v, q(table.concat(specs, " ")), log)
+  local passed = sh(cmd)
+  local out = read(log)
+  local failed = out:match("spec files failed: ([^\n]*)") or (passed and "" or "the build")
+  return passed, failed, out
+end
+
+local function count_once(s, text)
+  local n, init = 0, 1
+  while true do
+    local i = s:find(text, init, true)
+    if not i then return n end
+    n, init = n + 1, i + 1
+  end
+end
+
+local dir = scratch()
+local t0 = os.time()
+local chosen = {}
+for _, m in ipairs(list) do
+  if not only or m.name:find(only) then chosen[#chosen + 1] = m end
+end
+assert(#chosen > 0, "no mutant matches " .. tostring(only))
+
+-- The specs must pass on the unmutated copy, or nothing can be judged.
+local baseline = {}
+for _, m in ipairs(chosen) do
+  baseline[m.lua] = baseline[m.lua] or {}
+  for _, f in ipairs(m.specs) do baseline[m.lua][f] = true end
+end
+for v, set in pairs(baseline) do
+  local files = {}
+  for f in pairs(set) do files[#files + 1] = f end
+  table.sort(files)
+  local ok, failed, out = run_specs(dir, v, files)
+  if not ok then
+    io.write(out:sub(-3000), "\n")
+    print("check-mutants: the unmutated specs fail on Lua " .. v .. " (" .. failed .. "): no mutant can be judged")
+    sh("rm -rf " .. q(dir))
+    os.exit(1)
+  end
+end
+
+local caught, survived, broken = 0, {}, {}
+for i, m in ipairs(chosen) do
+  local path = dir .. "/" .. m.file
+  local original = read(path)
+  local n = count_once(original, m.from)
+  if n ~= 1 then
+    broken[#broken + 1] = m.name
+    print(string.format("%2d  LIST     %s: its text is found %d times in %s, not once", i, m.name, n, m.file))
+  else
+    local a = original:find(m.from, 1, true)
+    write(path, original:sub(1, a - 1) .. m.to .. original:sub(a + #m.from))
+    local started = os.time()
+    local ok, failed = run_specs(dir, m.lua, m.specs)
+    write(path, original)
+    if ok then
+      survived[#survived + 1] = m.name
+      print(string.format("%2d  SURVIVED %s (%s on Lua %s)", i, m.name, table.concat(m.specs, " "), m.lua))
+    else
+      caught = caught + 1
+      print(string.format("%2d  caught   %s: by %s (Lua %s, %d s)", i, m.name, failed, m.lua, os.time() - started))
+    end
+  end
+  io.stdout:flush()
+end
+sh("rm -rf " .. q(dir))
+
+print(string.format("check-mutants: %d mutants, %d caught, %d survived, %d not found in %d s", #chosen, caught,
+  #survived, #broken, os.time() - t0))
+print(string.format("%d passed, %d failed", caught, #survived + #broken))
+os.exit((#survived == 0 and #broken == 0) and 0 or 1)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# spec/run.sh [-t SECONDS] COMMAND... [-- FILE...]
+# Runs each spec file (default: spec/*_spec.lua) in a busted of its own,
+# `COMMAND FILE`, and fails when any file fails or runs past SECONDS
+# (default $HWT_SPEC_LIMIT, else 300). A file past its limit is killed with
+# everything it started (its own process group: nginx, redis-server) and
+# counted as a failure under its name, in busted's summary form so that CI's
+# closing line counts it. A hang is a failure with the file's name, not a
+# suite that runs until CI's own limit.
+set -u
+limit=${HWT_SPEC_LIMIT:-300}
+if [ "${1:-}" = "-t" ]; then limit=$2; shift 2; fi
+cmd=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do cmd+=("$1"); shift; done
+[ "${1:-}" = "--" ] && shift
+files=("$@")
+[ ${#files[@]} -gt 0 ] || files=(spec/*_spec.lua)
+[ ${#cmd[@]} -gt 0 ] || { echo "usage: spec/run.sh [-t SECONDS] COMMAND... [-- FILE...]" >&2; exit 2; }
+
+failed=()
+for f in "${files[@]}"; do
+  start=$SECONDS
+  setsid "${cmd[@]}" "$f" &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - start)) -lt "$limit" ]; do sleep 0.2; done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM -- "-$pid" 2>/dev/null; sleep 2; kill -KILL -- "-$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    echo
+    echo "$f: timed out after $limit s (killed with what it started)"
+    echo "0 successes / 1 failures / 0 errors / 0 pending : $limit seconds"
+    failed+=("$f (timed out)")
+    continue
+  fi
+  wait "$pid" || failed+=("$f")
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "spec/run.sh: ${#failed[@]} of ${#files[@]} spec files failed: ${failed[*]}"
+  exit 1
+fi
+echo "spec/run.sh: ${#files[@]} spec files passed"
