@@ -167,7 +167,8 @@ test-rock: $(TESTUTIL) dist
 
 # ---- dist: the source tarball and the two packed source rocks, offline ----------
 # The tarball holds the files git tracks (and new ones it does not ignore), as
-# they are in the work tree; each .src.rock holds its rockspec and the tarball.
+# they are in the work tree (outside a git checkout, as from a tarball: every
+# file but build/ and dist/); each .src.rock holds its rockspec and the tarball.
 
 VERSION := 0.1.0
 DIST    := dist
@@ -177,7 +178,11 @@ ROCKS   := $(DIST)/hwtimer-$(VERSION)-1.src.rock $(DIST)/hwtimer-sqlite-$(VERSIO
 dist:
 	@command -v zip >/dev/null || { echo "make dist needs zip: apt-get install -y zip"; exit 1; }
 	@rm -rf $(DIST) && mkdir -p $(DIST)
-	git ls-files --cached --others --exclude-standard >$(DIST)/files
+	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+	  git ls-files --cached --others --exclude-standard; \
+	else \
+	  find . -type f ! -path './build/*' ! -path './dist/*' ! -path './.git/*' ! -name '*.o' ! -name '*.so' | sed 's,^\./,,' | sort; \
+	fi >$(DIST)/files
 	@while IFS= read -r f; do [ -f "$$f" ] && printf '%s\n' "$$f"; done <$(DIST)/files >$(DIST)/present
 	tar --transform 's,^,hwtimer-$(VERSION)/,' -czf $(DIST_TAR) -T $(DIST)/present
 	@for r in hwtimer hwtimer-sqlite; do \

@@ -72,6 +72,26 @@ describe("timer:schedule", function()
     assert.same(delays, order)
   end)
 
+  it("never fires early when scheduled from a callback, a tick or less ahead", function()
+    -- Inside a callback the wheel stands at the current tick, so a delay under
+    -- a tick lands on the next one: the edge where an off-by-one fires early.
+    -- `due` is read before schedule reads its own clock: never later than the
+    -- real deadline.
+    local early, runs = 0, 0
+    local function chain(_, due)
+      runs = runs + 1
+      if hwtimer.now() < due then early = early + 1 end
+      if runs < 300 then
+        local d = (runs % 7 + 1) * 0.0003 -- 0.3 to 2.1 ms: under and over a tick
+        timer:schedule(d, chain, hwtimer.now() + d)
+      end
+    end
+    timer:schedule(0, chain, 0)
+    timer:run(10)
+    assert.equal(300, runs)
+    assert.equal(0, early)
+  end)
+
   it("fires a deadline that lies beyond the first wheel level", function()
     local t0 = hwtimer.now()
     local fired

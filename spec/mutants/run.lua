@@ -3,9 +3,8 @@
 -- (make test-spec SPECS=... in the copy, stopping at the first failure) and
 -- fails if any mutant survives. A mutant whose text is not found exactly
 -- once in its file fails too: the list must follow the code.
---   lua5.4 spec/mutants/run.lua [NAME-PATTERN]
+--   lua5.4 spec/mutants/run.lua [TEXT...]   (only the mutants whose name has a TEXT)
 local list = dofile("spec/mutants/list.lua")
-local only = arg[1]
 local LIMIT = tonumber(os.getenv("HWT_MUTANT_LIMIT")) or 240 -- seconds a spec file may take
 
 local function sh(cmd)
@@ -63,9 +62,11 @@ local dir = scratch()
 local t0 = os.time()
 local chosen = {}
 for _, m in ipairs(list) do
-  if not only or m.name:find(only) then chosen[#chosen + 1] = m end
+  local wanted = #arg == 0
+  for _, text in ipairs(arg) do wanted = wanted or m.name:find(text, 1, true) ~= nil end
+  if wanted then chosen[#chosen + 1] = m end
 end
-assert(#chosen > 0, "no mutant matches " .. tostring(only))
+assert(#chosen > 0, "no mutant's name has " .. table.concat(arg, " or "))
 
 -- The specs must pass on the unmutated copy, or nothing can be judged.
 local baseline = {}
