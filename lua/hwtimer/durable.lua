@@ -36,6 +36,9 @@ local function engine_for(o)
   local name = o.redis ~= nil and ENGINES.redis or ENGINES.path
   local ok, engine = pcall(require, name)
   if ok then return engine end
+  -- (Lua 5.1 and LuaJIT leave a marker there after a failed load: the next
+  -- require would say "loop or previous error" instead of what is missing)
+  package.loaded[name] = nil
   local missing = tostring(engine):match("module '(hwtimer%.[%w_.]+)' not found")
   if not missing or o.redis ~= nil then error(engine, 0) end
   return nil, "hwtimer.durable: SQLite stores need the hwtimer-sqlite rock (luarocks install "
@@ -44,7 +47,7 @@ end
 
 do -- the store's schema, for tools (bench/durable.lua's floor)
   local ok, sqlite_engine = pcall(require, ENGINES.path)
-  if ok then M.SCHEMA = sqlite_engine.SCHEMA end
+  if ok then M.SCHEMA = sqlite_engine.SCHEMA else package.loaded[ENGINES.path] = nil end
 end
 
 ---------------------------------------------------------------------------
