@@ -483,51 +483,6 @@ describe("hwtimer.durable", function()
     end)
   end)
 
-  describe("the window", function()
-    it("holds only jobs due within the window in the wheel, and runs later ones from the refill", function()
-      -- No lateness bound (that figure is make bench's): the sweep is a minute
-      -- away, so a job beyond the window runs within the wait only if the
-      -- refill loaded it. Counts are taken between schedules, where no
-      -- callback runs; the jobs beyond the window go first, so that no job
-      -- of the queue can fire while the wheel is counted.
-      q = assert(open({ window = 0.4 * SLOW, sweep = 60 }))
-      local base = timer:pending()
-      local ran = {}
-      q:handle("k", function(job) ran[#ran + 1] = { id = job.id, late = wall() - job.due } end)
-      for i = 1, 200 do q:schedule("k", (0.6 + i * 0.001) * SLOW) end
-      -- (at most: the queue's own refill timeout may expire meanwhile)
-      assert.is_true(timer:pending() <= base, timer:pending() - base .. " more in the wheel")
-      assert.matches(", 0 in the window%)$", tostring(q))
-      for i = 1, 50 do q:schedule("k", (0.1 + i * 0.005) * SLOW) end
-      assert.matches(", 50 in the window%)$", tostring(q))
-      assert.is_true(timer:pending() <= base + 50)
-      assert.is_true(wait(function() return #ran >= 250 end, 10 * SLOW), #ran .. " of 250 ran")
-      wait(function() return false end, 0.05)
-      assert.equal(250, #ran)
-      local seen = {}
-      for _, r in ipairs(ran) do
-        assert.is_nil(seen[r.id], "ran twice")
-        seen[r.id] = true
-        assert.is_true(r.late >= 0, "early by " .. -r.late)
-      end
-    end)
-
-    it("picks up what another process scheduled inside its window", function()
-      -- the sweep is a minute away: a run within the wait came from the poll
-      q = assert(open({ poll = 0.02, sweep = 60 }))
-      local other = assert(open({ sweep = 60 })) -- another connection: another process as SQLite sees it
-      local late
-      q:handle("k", function(job) late = wall() - job.due end)
-      other:schedule("k", 0.1)
-      assert.truthy(wait(function() return late end, 10 * SLOW))
-      assert.is_true(late >= 0, "early by " .. late)
-      late = nil
-      other:schedule("k", 0.005) -- shorter than the poll: run at the next poll
-      assert.truthy(wait(function() return late end, 10 * SLOW))
-      assert.is_true(late >= 0, "early by " .. late)
-    end)
-  end)
-
   describe("a due job with no handler in this process", function()
     it("stays stored and unclaimed until a handler for its kind exists", function()
       q = assert(open({ sweep = 0.05 }))
@@ -750,6 +705,7 @@ describe("hwtimer.durable", function()
   }
   require("spec.durable.leases")(shared)
   require("spec.durable.cancel")(shared)
+  require("spec.durable.window")(shared)
   describe("q:handle, q:close", function()
     it("raises on bad arguments and after close", function()
       q = assert(open())

@@ -413,6 +413,7 @@ describe("hwtimer.durable with Redis", function()
   }
   require("spec.durable.leases")(shared)
   require("spec.durable.cancel")(shared)
+  require("spec.durable.window")(shared)
   describe("acknowledgements", function()
     it("wait for the next claim, which writes them; reads of jobs write them first", function()
       -- (no poll or sweep: either would claim, and write them, on its own)
@@ -679,49 +680,6 @@ describe("hwtimer.durable with Redis", function()
         end)
       end, "changed my mind")
       assert.equal(0, q:pending())
-    end)
-  end)
-
-  describe("the window", function()
-    it("holds only jobs due within the window in the wheel, and runs later ones from the refill", function()
-      -- As in spec/22: no lateness bound, the sweep a minute away, the jobs
-      -- beyond the window scheduled first, counts taken between schedules.
-      q = assert(open({ window = 0.4 * SLOW, sweep = 60 }))
-      local ran = {}
-      q:handle("k", function(job) ran[#ran + 1] = { id = job.id, late = server_now() - job.due } end)
-      timer:run(0.01) -- the pass queued at delay 0 has run: it would expire while we count
-      local base = timer:pending()
-      for i = 1, 200 do q:schedule("k", (0.6 + i * 0.001) * SLOW) end
-      -- (at most: the queue's own refill timeout may expire meanwhile)
-      assert.is_true(timer:pending() <= base, timer:pending() - base .. " more in the wheel")
-      assert.matches(", 0 in the window%)$", tostring(q))
-      for i = 1, 50 do q:schedule("k", (0.1 + i * 0.005) * SLOW) end
-      assert.matches(", 50 in the window%)$", tostring(q))
-      assert.is_true(timer:pending() <= base + 50)
-      assert.is_true(wait(function() return #ran >= 250 end, 10 * SLOW), #ran .. " of 250 ran")
-      wait(function() return false end, 0.05)
-      assert.equal(250, #ran)
-      local seen = {}
-      for _, r in ipairs(ran) do
-        assert.is_nil(seen[r.id], "ran twice")
-        seen[r.id] = true
-        assert.is_true(r.late >= 0, "early by " .. -r.late)
-      end
-    end)
-
-    it("picks up what another process scheduled inside its window, from the poll", function()
-      -- the sweep is a minute away: a run within the wait came from the poll
-      q = assert(open({ poll = 0.02, sweep = 60 }))
-      local other = assert(open({ sweep = 60 })) -- its own client and owner: another process to the store
-      local late
-      q:handle("k", function(job) late = server_now() - job.due end)
-      other:schedule("k", 0.1)
-      assert.truthy(wait(function() return late end, 10 * SLOW))
-      assert.is_true(late >= 0, "early by " .. late)
-      late = nil
-      other:schedule("k", 0.005) -- shorter than the poll: run at the next poll
-      assert.truthy(wait(function() return late end, 10 * SLOW))
-      assert.is_true(late >= 0, "early by " .. late)
     end)
   end)
 

@@ -1,0 +1,55 @@
+-- The window: only jobs due within it wait in the timer's wheel; later ones
+-- come in with the refill, and what another process schedules inside it with
+-- the poll. Shared by the SQLite (spec/22) and Redis (spec/24) engines; `env`
+-- is the one spec/durable/leases.lua takes. No lateness bound (that figure is
+-- make bench's): the sweep is a minute away, so a job that runs within the
+-- wait was brought by the mechanism named.
+local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
+
+return function(env)
+  local describe, it, assert = env.describe, env.it, env.assert
+  describe("the window", function()
+    it("holds only jobs due within the window in the wheel, and runs later ones from the refill", function()
+      -- (times scale with SLOW: under valgrind the 250 schedules take longer
+      -- than the first job's delay would be.) Counts are taken between
+      -- schedules, where no callback runs; the jobs beyond the window go
+      -- first, so that no job of the queue can fire while the wheel is counted.
+      local q = assert(env.open({ window = 0.4 * SLOW, sweep = 60 }))
+      local timer = env.timer()
+      local ran = {}
+      q:handle("k", function(job) ran[#ran + 1] = { id = job.id, late = env.now() - job.due } end)
+      timer:run(0.01) -- the pass queued at delay 0 has run: it would expire while we count
+      local base = timer:pending()
+      for i = 1, 200 do q:schedule("k", (0.6 + i * 0.001) * SLOW) end
+      -- (at most: the queue's own refill timeout may expire meanwhile)
+      assert.is_true(timer:pending() <= base, timer:pending() - base .. " more in the wheel")
+      assert.matches(", 0 in the window%)$", tostring(q))
+      for i = 1, 50 do q:schedule("k", (0.1 + i * 0.005) * SLOW) end
+      assert.matches(", 50 in the window%)$", tostring(q))
+      assert.is_true(timer:pending() <= base + 50)
+      assert.is_true(env.wait(function() return #ran >= 250 end, 10 * SLOW), #ran .. " of 250 ran")
+      env.wait(function() return false end, 0.05)
+      assert.equal(250, #ran)
+      local seen = {}
+      for _, r in ipairs(ran) do
+        assert.is_nil(seen[r.id], "ran twice")
+        seen[r.id] = true
+        assert.is_true(r.late >= 0, "early by " .. -r.late)
+      end
+    end)
+
+    it("picks up what another process scheduled inside its window, from the poll", function()
+      local q = assert(env.open({ poll = 0.02, sweep = 60 }))
+      local other = assert(env.open({ sweep = 60 })) -- its own connection and owner: another process to the store
+      local late
+      q:handle("k", function(job) late = env.now() - job.due end)
+      other:schedule("k", 0.1)
+      assert.truthy(env.wait(function() return late end, 10 * SLOW))
+      assert.is_true(late >= 0, "early by " .. late)
+      late = nil
+      other:schedule("k", 0.005) -- shorter than the poll: run at the next poll
+      assert.truthy(env.wait(function() return late end, 10 * SLOW))
+      assert.is_true(late >= 0, "early by " .. late)
+    end)
+  end)
+end
