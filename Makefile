@@ -162,6 +162,10 @@ test-rock: $(TESTUTIL) dist
 	echo "== without sqlite3.h luarocks refuses hwtimer-sqlite: $$(printf '%s\n' "$$out" | grep -m1 SQLITE)"
 	cd / && luarocks --lua-version=$(LUA_ABI) --tree=$(CURDIR)/$(ROCKTREE) install \
 	  $(CURDIR)/$(DIST)/hwtimer-sqlite-$(VERSION)-1.src.rock LUA_INCDIR=$(LUA_INCDIR)
+	@cd lua && find . -type f | sort >$(CURDIR)/$(ROCKTREE)/expected
+	@cd $(ROCKTREE)/share/lua/$(LUA_ABI) && find . -type f | sort >$(CURDIR)/$(ROCKTREE)/installed
+	@diff $(ROCKTREE)/expected $(ROCKTREE)/installed || \
+	  { echo "test-rock: the rocks installed other Lua files than lua/ holds (< lua/, > installed)"; exit 1; }
 	$(ROCK_ENV) $(LUA) -e 'for _, m in ipairs({ "hwtimer.core", "hwtimer.sqlite" }) do local p = package.searchpath(m, package.cpath); assert(p:find("$(ROCKTREE)", 1, true), p); print("== specs against the rocks: " .. p) end'
 	HWT_QUICK=1 $(ROCK_ENV) spec/run.sh busted --lua=$(LUA)
 

@@ -33,6 +33,7 @@ build = {
     ["hwtimer.ngx"] = "lua/hwtimer/ngx.lua",
     ["hwtimer.durable"] = "lua/hwtimer/durable.lua",
     ["hwtimer.durable.redis"] = "lua/hwtimer/durable/redis.lua",
+    ["hwtimer.durable.sqlite"] = "lua/hwtimer/durable/sqlite.lua", -- needs hwtimer-sqlite's C module
     ["hwtimer.durable.redis_scripts"] = "lua/hwtimer/durable/redis_scripts.lua",
     ["hwtimer.core"] = {
       sources = { "csrc/wheel.c", "csrc/worker.c", "csrc/driver.c", "csrc/pipe.c", "csrc/clock.c",

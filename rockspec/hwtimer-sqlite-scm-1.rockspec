@@ -1,15 +1,18 @@
--- Durable timers on an SQLite file: the C module hwtimer.sqlite and the engine
--- hwtimer.durable.sqlite, apart from hwtimer so that a machine without SQLite
--- still installs the timer (as luasql-sqlite3 is to luasql). luarocks refuses
--- it, naming SQLITE, where sqlite3.h is missing (Debian: libsqlite3-dev).
+-- Durable timers on an SQLite file: the C module hwtimer.sqlite (SQLite's
+-- binding, which hwtimer's engine hwtimer.durable.sqlite loads), apart from
+-- hwtimer so that a machine without SQLite still installs the timer (as
+-- luasql-sqlite3 is to luasql). luarocks refuses it, naming SQLITE, where
+-- sqlite3.h is missing (Debian: libsqlite3-dev). It builds in csrc/, which has
+-- no lua/ directory: luarocks' builtin backend copies a lua/ directory's whole
+-- contents into every rock built beside one.
 rockspec_format = "3.0"
 package = "hwtimer-sqlite"
 version = "scm-1"
 source = {
-  url = "git+file:///hwtimer", -- never fetched: luarocks make rockspec/hwtimer-sqlite-scm-1.rockspec in a checkout
+  url = "git+file:///hwtimer", -- never fetched: cd csrc && luarocks make ../rockspec/hwtimer-sqlite-scm-1.rockspec
 }
 description = {
-  summary = "SQLite stores for hwtimer's durable timers",
+  summary = "SQLite stores for hwtimer's durable timers: the C module hwtimer.sqlite",
   detailed = [[
 hwtimer.durable keeps jobs that outlive the process in a store; this rock adds
 SQLite files as a store (durable.open(timer, { path = "jobs.db" })): WAL,
@@ -27,12 +30,11 @@ external_dependencies = {
 build = {
   type = "builtin",
   modules = {
-    ["hwtimer.durable.sqlite"] = "lua/hwtimer/durable/sqlite.lua",
     ["hwtimer.sqlite"] = {
-      sources = { "csrc/durable/lsqlite.c", "csrc/durable/checkpoint.c" },
+      sources = { "durable/lsqlite.c", "durable/checkpoint.c" },
       defines = { "_POSIX_C_SOURCE=200809L", "_DEFAULT_SOURCE" },
       libraries = { "sqlite3", "pthread" },
-      incdirs = { "csrc", "$(SQLITE_INCDIR)" },
+      incdirs = { ".", "$(SQLITE_INCDIR)" },
       libdirs = { "$(SQLITE_LIBDIR)" },
     },
   },
