@@ -283,19 +283,14 @@ local function backoff(self, attempt)
 end
 
 -- What the handler's outcome asks the engine to write, with the time the
--- run ended (the engine may prefer its own clock): { what, row, arg }.
+-- run ended (the engine may prefer its own clock): an acknowledgement as
+-- hwtimer.durable.engine describes it.
 local function outcome(self, row, ok, err)
-  local every, attempt = row[7], row[6]
-  local a
-  if ok then
-    a = { every and "next" or "done", row }
-  elseif attempt >= self._attempts then
-    a = { "bury", row, tostring(err) }
-  else
-    a = { "retry", row, backoff(self, attempt) }
+  if ok then return { what = row.every and "next" or "done", row = row, now = self._now() } end
+  if row.attempt >= self._attempts then
+    return { what = "bury", row = row, arg = tostring(err), now = self._now() }
   end
-  a.now = self._now()
-  return a
+  return { what = "retry", row = row, arg = backoff(self, row.attempt), now = self._now() }
 end
 
 local function load_all(self, reload)
@@ -361,8 +356,8 @@ local function acks_later(self)
 end
 
 local function by_due(a, b)
-  if a[5] ~= b[5] then return a[5] < b[5] end
-  return a[1] < b[1]
+  if a.due ~= b.due then return a.due < b.due end
+  return a.key < b.key
 end
 
 -- Claim what is due (the engine writes the previous batch's
@@ -380,8 +375,8 @@ local function claim(self, cutoff)
 end
 
 local function run_one(self, row, acks)
-  local job = { id = row[2], kind = row[3], payload = row[4], due = row[5], attempt = row[6],
-                every = row[7] }
+  local job = { id = row.id, kind = row.kind, payload = row.payload, due = row.due, attempt = row.attempt,
+                every = row.every }
   local fn = self._handlers[job.kind]
   local ok, err
   if fn then
@@ -410,7 +405,7 @@ local function renew(self, p)
     return false
   end
   for i = p.i, p.n do
-    if not kept[p.rows[i][2]] then p.rows[i].lost = true end
+    if not kept[p.rows[i].id] then p.rows[i].lost = true end
   end
   return true
 end
@@ -458,7 +453,7 @@ function pass(self, min_cutoff)
     return soon(self, 0.05)
   end
   table.sort(rows, by_due)
-  for i = 1, n do unload(self, rows[i][1]) end
+  for i = 1, n do unload(self, rows[i].key) end
   local p = { rows = rows, i = 1, n = n, renewed = self._now() }
   self._pass = p
   if not self._renewer then self._renewer = later(self, self._lease / 3, renew_tick, self) end
@@ -558,15 +553,8 @@ local function put(self, fname, kind, when, relative, payload, opts, every)
   id = id or self._random_id()
   local key, due = self._engine:put(id, kind, payload, when, relative, every, fresh)
   if not key then return nil, "hwtimer.durable: " .. tostring(due) end
-  if key ~= true and due < self._loaded_until then -- true: part of a batch not yet sent
-    if self._batching then
-      local b = self._batched
-      b[#b + 1] = { key, due }
-    elseif due <= self._now() then
-      soon(self)
-    else
-      load(self, key, due)
-    end
+  if not self._batching and due < self._loaded_until then -- (a batch's come with its commit)
+    if due <= self._now() then soon(self) else load(self, key, due) end
   end
   return id
 end
@@ -611,20 +599,19 @@ function Q:batch(fn)
   local engine = self._engine
   local ok, err = engine:begin()
   if not ok then return nil, "hwtimer.durable: " .. tostring(err) end
-  self._batching, self._batched, self._unbatched = current(), {}, {}
+  self._batching, self._unbatched = current(), {}
   local done, e = pcall(fn, self)
-  local loads, unloads = self._batched, self._unbatched
-  self._batching, self._batched, self._unbatched = nil, nil, nil
+  local unloads = self._unbatched
+  self._batching, self._unbatched = nil, nil
   if not done then
     engine:rollback()
     error(e, 0)
   end
-  local more
-  more, err = engine:commit(self._loaded_until)
-  if not more then return nil, "hwtimer.durable: " .. tostring(err) end
+  local marks
+  marks, err = engine:commit(self._loaded_until)
+  if not marks then return nil, "hwtimer.durable: " .. tostring(err) end
   for i = 1, #unloads do unload(self, unloads[i]) end
-  load_all(self, loads)
-  if type(more) == "table" then load_all(self, more) end
+  load_all(self, marks)
   return true
 end
 
@@ -634,7 +621,7 @@ local function skip_in_pass(self, id)
   local p = self._pass
   if not p then return end
   for i = p.i + 1, p.n do
-    if p.rows[i][2] == id then p.rows[i].lost = true end
+    if p.rows[i].id == id then p.rows[i].lost = true end
   end
 end
 

@@ -81,7 +81,7 @@ return {
     from = "elseif attempt >= self._attempts then", to = "elseif attempt > self._attempts then" },
   { name = "durable (Redis): a job cancelled by a handler of its pass still starts",
     file = "lua/hwtimer/durable.lua", lua = "5.4", specs = { "spec/24-durable_redis_spec.lua" },
-    from = "if p.rows[i][2] == id then p.rows[i].lost = true end", to = "if p.rows[i][2] == id then p.rows[i].lost = nil end" },
+    from = "if p.rows[i].id == id then p.rows[i].lost = true end", to = "if p.rows[i].id == id then p.rows[i].lost = nil end" },
 
   -- ---- durable: the engines ----
   { name = "SQLite engine: a job another process holds is cancelled",

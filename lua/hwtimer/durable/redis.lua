@@ -374,10 +374,10 @@ local function acks_blob(acks)
   local parts = {}
   for i = 1, #acks do
     local a = acks[i]
-    local what, row, arg = a[1], a[2], ""
-    if what == "retry" then arg = us(a[3]) elseif what == "bury" then arg = a[3] end
+    local what, arg = a.what, ""
+    if what == "retry" then arg = us(a.arg) elseif what == "bury" then arg = a.arg end
     local n = #parts
-    parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4] = what, row[2], tostring(row[6]), arg
+    parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4] = what, a.row.id, tostring(a.row.attempt), arg
   end
   return blob(parts)
 end
@@ -394,7 +394,7 @@ function E:renew(rows, lease)
   local parts = {}
   for i = 1, #rows do
     local n = #parts
-    parts[n + 1], parts[n + 2] = rows[i][2], tostring(rows[i][6])
+    parts[n + 1], parts[n + 2] = rows[i].id, tostring(rows[i].attempt)
   end
   local res, err = self:run("renew", self.owner, us(lease), blob(parts))
   if not res then return nil, err end
@@ -405,7 +405,6 @@ end
 
 -- Claim what is due by the server's clock (the front's cutoff is not
 -- used: a client's clock never makes a job early), writing `acks` first.
--- Rows are { key, id, kind, payload, due, attempt, every }.
 function E:claim(acks, _, lease, batch, hi)
   if #self.kinds == 0 and #acks == 0 then return {}, 0, {} end
   local res, err = self:run("claim", self.owner, acks_blob(acks), us(lease), tostring(batch),
@@ -424,7 +423,8 @@ function E:claim(acks, _, lease, batch, hi)
     if not ready then break end
     for i = 1, 10 do f[i] = field() end -- id, then a job's nine fields
     local job = job_of(f, 2, f[1])
-    rows[#rows + 1] = { tonumber(ready), job.id, job.kind, job.payload, job.due, job.attempt, job.every }
+    job.key = tonumber(ready)
+    rows[#rows + 1] = job
   end
   self.claimed_until = #rows < batch and tonumber(res[1]) / 1e6 or 0
   return rows, #rows, reload

@@ -184,11 +184,17 @@ function E:close() self.db:close() end
 ---------------------------------------------------------------------------
 
 -- Store one job due at `when` (a delay from now when `relative`); returns
--- its key (seq) for the window and its due time.
+-- its key (seq) for the window and its due time; inside a batch, true (the
+-- commit returns its mark).
 function E:put(id, kind, payload, when, relative, every)
   local due = relative and now() + when or when
   local n, seq = self.insert:run(self.queue, id, kind, payload, due, every)
   if not n then return nil, seq end
+  local marks = self.marks
+  if marks then
+    marks[#marks + 1] = { seq, due }
+    return true
+  end
   return seq, due
 end
 
@@ -225,14 +231,33 @@ function E:handle(kind, on)
   return (on and self.st.handle or self.st.unhandle):run(kind)
 end
 
--- q:batch: one transaction.
-function E:begin() return self.st.begin:run() end
-function E:commit()
+-- q:batch: one transaction; the marks of its jobs come back from the commit.
+function E:begin()
+  local ok, err = self.st.begin:run()
+  if ok then self.marks = {} end
+  return ok, err
+end
+
+local function commit(self)
   local ok, err = self.st.commit:run()
   if not ok then self.st.rollback:run() end
   return ok, err
 end
+
+function E:commit(hi)
+  local marks = self.marks
+  self.marks = nil
+  local ok, err = commit(self)
+  if not ok then return nil, err end
+  local load = {}
+  for i = 1, #marks do
+    if marks[i][2] < hi then load[#load + 1] = marks[i] end
+  end
+  return load
+end
+
 function E:rollback()
+  self.marks = nil
   if not self.db:autocommit() then self.st.rollback:run() end
 end
 
@@ -267,12 +292,12 @@ function E:probe(cutoff) return self.st.probe:first(self.queue, cutoff) ~= nil e
 
 -- The time an acknowledgement writes: a.now is when the run ended.
 local function next_due(a)
-  local row = a[2]
-  if a[1] == "next" then
-    local due, every = row[5], row[7]
+  local row = a.row
+  if a.what == "next" then
+    local due, every = row.due, row.every
     return due + every * max(1, floor((a.now - due) / every) + 1), 0
   end
-  return a.now + a[3], row[6] -- "retry": after the backoff, attempts kept
+  return a.now + a.arg, row.attempt -- "retry": after the backoff, attempts kept
 end
 
 -- Write the acknowledgements (inside the caller's transaction); rows
@@ -281,11 +306,11 @@ local function write_acks(self, acks, hi, reload)
   local st, owner = self.st, self.owner
   for i = 1, #acks do
     local a = acks[i]
-    local seq, n, err = a[2][1], nil, nil
-    if a[1] == "done" then
+    local seq, n, err = a.row.key, nil, nil
+    if a.what == "done" then
       n, err = st.done:run(seq, owner)
-    elseif a[1] == "bury" then
-      n, err = st.bury:run(seq, owner, a[3])
+    elseif a.what == "bury" then
+      n, err = st.bury:run(seq, owner, a.arg)
     else
       local due, attempt = next_due(a)
       local new_seq
@@ -307,7 +332,7 @@ function E:ack(acks, hi)
   local ok, err = st.begin:run()
   if ok then
     ok, err = write_acks(self, acks, hi, reload)
-    if ok then ok, err = self:commit() else st.rollback:run() end
+    if ok then ok, err = commit(self) else st.rollback:run() end
   end
   if not ok then return nil, err end
   return reload
@@ -324,21 +349,20 @@ function E:renew(rows, lease)
   for i = 1, #rows do
     local row = rows[i]
     local n
-    n, err = st.renew:run(row[1], self.owner, ready, row[6])
+    n, err = st.renew:run(row.key, self.owner, ready, row.attempt)
     if not n then
       st.rollback:run()
       return nil, err
     end
-    if n == 1 then kept[row[2]] = true end
+    if n == 1 then kept[row.id] = true end
   end
-  ok, err = self:commit()
+  ok, err = commit(self)
   if not ok then return nil, err end
   return kept
 end
 
--- Claim up to `batch` due rows in the transaction that also writes `acks`.
--- Returns rows ({ seq, id, kind, payload, due, attempt, every }), their
--- count and the reload list.
+-- Claim up to `batch` rows due by `cutoff` in the transaction that also
+-- writes `acks`.
 function E:claim(acks, cutoff, lease, batch, hi)
   local st, reload = self.st, {}
   local ok, err = st.begin:run()
@@ -349,8 +373,12 @@ function E:claim(acks, cutoff, lease, batch, hi)
     rows, n = st.claim:rows(self.queue, cutoff, sqlite.now() + lease, self.owner, batch)
     if not rows then ok, err = nil, n end
   end
-  if ok then ok, err = self:commit() else st.rollback:run() end
+  if ok then ok, err = commit(self) else st.rollback:run() end
   if not ok then return nil, err end
+  for i = 1, n do
+    local r = rows[i]
+    rows[i] = { key = r[1], id = r[2], kind = r[3], payload = r[4], due = r[5], attempt = r[6], every = r[7] }
+  end
   return rows, n, reload
 end
 
