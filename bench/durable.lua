@@ -40,7 +40,7 @@ local n_one, n_batch = math.floor(20000 * scale), math.floor(200000 * scale)
 local n_late, n_far, n_over = math.floor(20000 * scale), math.floor(1000000 * scale), math.floor(100000 * scale)
 
 local f = assert(io.open(dir .. "/durable_schema.sql", "w"))
-f:write(durable.SCHEMA)
+f:write(require("hwtimer.durable.sqlite").SCHEMA)
 f:close()
 
 local function fresh(name)
@@ -229,7 +229,7 @@ local ok, err = pcall(function()
   do
     local timer = hwtimer.new()
     local q = assert(durable.open(timer, { redis = connect(), prefix = "bench_late" }))
-    local engine, late = q._engine, {}
+    local engine, late = durable.engine(q), {}
     q:handle("soon", function(job) late[#late + 1] = engine:now() - job.due end)
     for c = 0, n_late / 1000 - 1 do
       assert(q:batch(function(b)
@@ -277,7 +277,7 @@ local ok, err = pcall(function()
   do
     local timer = hwtimer.new()
     local q = assert(durable.open(timer, { redis = connect(), prefix = "bench_over" }))
-    local now = q._engine:now()
+    local now = durable.engine(q):now()
     for c = 0, n_over / 1000 - 1 do
       assert(q:batch(function(b)
         for i = c * 1000 + 1, c * 1000 + 1000 do b:at("over", now - 3600 + i * 0.001) end
@@ -298,7 +298,7 @@ local ok, err = pcall(function()
     local timer = hwtimer.new()
     local q = assert(durable.open(timer, { redis = connect(), prefix = "bench_pick" }))
     local other = assert(durable.open(timer, { redis = connect(), prefix = "bench_pick" }))
-    local engine = q._engine
+    local engine = durable.engine(q)
     local function run(delay, count)
       local late = {}
       q:handle("pick", function(job) late[#late + 1] = engine:now() - job.due end)

@@ -164,8 +164,8 @@ describe("hwtimer.durable", function()
 
     it("takes sync = 'full' (FULL survives a power loss)", function()
       q = assert(open({ sync = "full" }))
-      assert.equal(2, q._st and q._db and (function()
-        local st = q._db:prepare("PRAGMA synchronous")
+      assert.equal(2, durable.engine(q).db and (function()
+        local st = durable.engine(q).db:prepare("PRAGMA synchronous")
         return st:first()
       end)())
     end)
@@ -591,7 +591,7 @@ describe("hwtimer.durable", function()
       q = assert(open())
       local ok = 0
       -- a store that may grow by a few pages only: SQLite's disk-full path
-      assert(q._db:exec("PRAGMA max_page_count = " .. (query(path, "PRAGMA page_count") + 3)))
+      assert(durable.engine(q).db:exec("PRAGMA max_page_count = " .. (query(path, "PRAGMA page_count") + 3)))
       local id, err
       for i = 1, 2000 do
         id, err = q:schedule("k", 3600, string.rep("x", 200), { id = "j" .. i })
@@ -706,6 +706,7 @@ describe("hwtimer.durable", function()
   require("spec.durable.leases")(shared)
   require("spec.durable.cancel")(shared)
   require("spec.durable.window")(shared)
+  require("spec.durable.contract")(shared)
   describe("q:handle, q:close", function()
     it("raises on bad arguments and after close", function()
       q = assert(open())

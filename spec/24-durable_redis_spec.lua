@@ -317,7 +317,7 @@ describe("hwtimer.durable with Redis", function()
   describe("the clock", function()
     it("is the server's: a client that believes it is 5 s later runs nothing early", function()
       q = assert(open())
-      local engine = q._engine
+      local engine = durable.engine(q)
       local real_now = engine.now
       engine.now = function(self) return real_now(self) + 5 end -- this client's clock is 5 s fast
       local got, at
@@ -331,7 +331,7 @@ describe("hwtimer.durable with Redis", function()
 
     it("is tracked from when each script began, not when its reply came", function()
       q = assert(open())
-      local engine = q._engine
+      local engine = durable.engine(q)
       local function check(what)
         local before = engine:now()
         local server = server_now() -- read between our two readings
@@ -414,6 +414,7 @@ describe("hwtimer.durable with Redis", function()
   require("spec.durable.leases")(shared)
   require("spec.durable.cancel")(shared)
   require("spec.durable.window")(shared)
+  require("spec.durable.contract")(shared)
   describe("acknowledgements", function()
     it("wait for the next claim, which writes them; reads of jobs write them first", function()
       -- (no poll or sweep: either would claim, and write them, on its own)
@@ -732,7 +733,7 @@ describe("hwtimer.durable with Redis", function()
       for i = 1, 20 do assert(q:schedule("k", 0.01 * i, tostring(i))) end
       wait(function() return ran["10"] end)
       local function loaded(name)
-        local r = client:script("exists", q._engine.sha[name])[1]
+        local r = client:script("exists", durable.engine(q).sha[name])[1]
         return r == true or r == 1
       end
       assert.is_true(loaded("claim"))

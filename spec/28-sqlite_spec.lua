@@ -71,7 +71,7 @@ describe("hwtimer.sqlite", function()
 
   it("checkpoints on a thread of its own, and bounds the WAL under back-to-back commits", function()
     q = assert(durable.open(timer, { path = path }))
-    local db, payload, n, largest = q._db, string.rep("x", 1000), 0, 0
+    local db, payload, n, largest = require("hwtimer.durable").engine(q).db, string.rep("x", 1000), 0, 0
     local rounds, finishes = db:checkpoints()
     assert.equal(0, rounds)
     assert.equal(0, finishes)

@@ -448,58 +448,6 @@ static int l_now(lua_State *L)
 	return 1;
 }
 
-/* sqlite.random_id(): a job's id, 24 hex digits: the wall-clock time in ms
- * (12), a tag drawn once per Lua state from SQLite's generator (8), and a
- * count within the millisecond (4). Ids made one after another sort in the
- * order they were made, so a store's unique index on them grows at its right
- * edge: 200,000 ids stored in one q:batch ran 1.8x faster than fully random
- * ones did (215,000 against 120,000 a second here; random keys scatter the
- * inserts over the index's pages, which then fall out of SQLite's cache).
- * Unique within a Lua state by the count (past 65,536 in one millisecond the
- * time part moves on a millisecond, and never goes back); across states and
- * processes by the 32-bit tag, which two of them share with odds of 2^-32.
- * The generator's state is the closure's upvalue, one per Lua state: no
- * process-wide state, no lock. */
-struct idgen {
-	uint64_t ms;   /* time part of the last id */
-	uint32_t tag;
-	uint32_t count; /* ids made in that millisecond */
-};
-
-static uint64_t wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static int l_random_id(lua_State *L)
-{
-	static const char hex[] = "0123456789abcdef";
-	struct idgen *g = (struct idgen *)lua_touserdata(L, lua_upvalueindex(1));
-	uint64_t ms = wall_ms(), v;
-	char s[24];
-	int i;
-	if (ms > g->ms) {
-		g->ms = ms;
-		g->count = 0;
-	} else if (++g->count > 0xffff) { /* the clock went back, or a very busy ms */
-		g->ms++;
-		g->count = 0;
-	}
-	v = g->ms;
-	for (i = 11; i >= 0; i--, v >>= 4)
-		s[i] = hex[v & 15];
-	v = g->tag;
-	for (i = 19; i >= 12; i--, v >>= 4)
-		s[i] = hex[v & 15];
-	v = g->count;
-	for (i = 23; i >= 20; i--, v >>= 4)
-		s[i] = hex[v & 15];
-	lua_pushlstring(L, s, sizeof s);
-	return 1;
-}
-
 static const luaL_Reg db_methods[] = {
 	{ "exec", db_exec },
 	{ "prepare", db_prepare },
@@ -560,16 +508,9 @@ int luaopen_hwtimer_sqlite(lua_State *L);
 
 int luaopen_hwtimer_sqlite(lua_State *L)
 {
-	struct idgen *g;
 	new_type(L, DB_NAME, db_methods, db_metamethods);
 	new_type(L, STMT_NAME, stmt_methods, stmt_metamethods);
 	luaL_newlib(L, module_functions);
-	g = (struct idgen *)lua_newuserdata(L, sizeof *g);
-	g->ms = 0;
-	g->count = 0;
-	sqlite3_randomness((int)sizeof g->tag, &g->tag);
-	lua_pushcclosure(L, l_random_id, 1);
-	lua_setfield(L, -2, "random_id");
 	lua_pushstring(L, sqlite3_libversion());
 	lua_setfield(L, -2, "sqlite_version");
 	return 1;

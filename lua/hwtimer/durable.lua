@@ -19,6 +19,8 @@
 -- kind (a lease), runs the handlers, and acknowledges them (delete, or for a
 -- periodic job or a retry the next due time).
 local check = require("hwtimer.check")
+local engine_api = require("hwtimer.durable.engine")
+local ids = require("hwtimer.durable.ids")
 local type_name, callable, is_timer = check.type_name, check.callable, check.is_timer
 
 local floor, huge, max, min = math.floor, math.huge, math.max, math.min
@@ -32,23 +34,18 @@ local ENGINES = { path = "hwtimer.durable.sqlite", redis = "hwtimer.durable.redi
 -- The engine for `opts`, or nil and a message where its rock is not installed
 -- (the SQLite engine comes with the hwtimer-sqlite rock). Any other error in
 -- loading it is raised as it is.
-local function engine_for(o)
-  local name = o.redis ~= nil and ENGINES.redis or ENGINES.path
-  local ok, engine = pcall(require, name)
+local function engine_for(module, key)
+  local ok, engine = pcall(require, module)
   if ok then return engine end
   -- (Lua 5.1 and LuaJIT leave a marker there after a failed load: the next
   -- require would say "loop or previous error" instead of what is missing)
-  package.loaded[name] = nil
+  package.loaded[module] = nil
   local missing = tostring(engine):match("module '(hwtimer%.[%w_.]+)' not found")
-  if not missing or o.redis ~= nil then error(engine, 0) end
+  if not missing or key ~= "path" then error(engine, 0) end
   return nil, "hwtimer.durable: SQLite stores need the hwtimer-sqlite rock (luarocks install "
     .. "hwtimer-sqlite; or make install where libsqlite3-dev is installed): module '" .. missing .. "' not found"
 end
 
-do -- the store's schema, for tools (bench/durable.lua's floor)
-  local ok, sqlite_engine = pcall(require, ENGINES.path)
-  if ok then M.SCHEMA = sqlite_engine.SCHEMA else package.loaded[ENGINES.path] = nil end
-end
 
 ---------------------------------------------------------------------------
 -- Arguments and options
@@ -70,55 +67,61 @@ local function span(v) return finite(v) and v > 0 and v <= 1e9 end
 local function whole(v) return positive(v) and v == floor(v) end
 local function name(v) return type(v) == "string" and #v > 0 end
 
--- A Redis client (lua-resty-redis, redis-lua: anything with evalsha and
--- script methods), or a function that returns one (called again to
--- reconnect after the connection broke).
-local function redis_client(v)
-  if callable(v) then return true end
-  if type(v) ~= "table" and type(v) ~= "userdata" then return false end
-  local ok, yes = pcall(function() return callable(v.evalsha) and callable(v.script) end)
-  return ok and yes
-end
-
 local BACKOFF = {
   delay = { 1, seconds, "number of seconds from 0 to 1e9" },
   factor = { 2, positive, "positive number" },
   max_delay = { 300, seconds, "number of seconds from 0 to 1e9" },
 }
 
--- name = { default, check, what is expected }
+-- The options every store has: name = { default, check, what is expected }.
+-- Each engine adds its own (its OPTIONS), the one that selects it among them.
 local OPTIONS = {
-  path = { nil, name, "non-empty string" },
   queue = { "default", name, "non-empty string" },
   window = { 60, span, "number of seconds from 0 (excluded) to 1e9" },
   lease = { 30, span, "number of seconds from 0 (excluded) to 1e9" },
   attempts = { 5, whole, "positive integer" },
   backoff = { nil, function(v) return type(v) == "table" end, "table" },
   on_error = { nil, callable, "function" },
-  sync = { "normal", function(v) return v == "normal" or v == "full" end, "'normal' or 'full'" },
-  busy_timeout = { 5, function(v) return finite(v) and v >= 0 and v <= 86400 end,
-                   "number of seconds from 0 to 86400" },
   poll = { 0.05, span, "number of seconds from 0 (excluded) to 1e9" },
   sweep = { 1, span, "number of seconds from 0 (excluded) to 1e9" },
   batch = { 500, whole, "positive integer" },
   ack_delay = { 0.002, seconds, "number of seconds from 0 to 1e9" },
-  redis = { nil, redis_client, "Redis client (with evalsha and script methods) or function" },
-  prefix = { "hwtimer", name, "non-empty string" },
+  engine = { nil, function(v) return type(v) == "table" end, "engine module (table)" },
 }
+
+-- The engine `opts` select: opts.engine, or the module of the one option of
+-- ENGINES they hold. Returns the engine; or nil and a message when its rock
+-- is not installed; or nil, nil and what is wrong with the options.
+local function select_engine(opts)
+  if opts.engine ~= nil then return opts.engine end
+  local chosen
+  for key in pairs(ENGINES) do
+    if opts[key] ~= nil then
+      if chosen then return nil, nil, "options 'path' and 'redis' exclude each other" end
+      chosen = key
+    end
+  end
+  if not chosen then return nil, nil, "option 'path' expected" end
+  return engine_for(ENGINES[chosen], chosen)
+end
 
 local function check_options(opts)
   if type(opts) ~= "table" then argerror(2, "open", "table expected, got " .. type_name(opts)) end
-  local o, err = check.options(opts, OPTIONS)
+  local Engine, missing, bad_options = select_engine(opts)
+  if bad_options then argerror(2, "open", bad_options) end
+  if not Engine then return nil, missing end
+  local spec = {}
+  for k, v in pairs(OPTIONS) do spec[k] = v end
+  for k, v in pairs(Engine.OPTIONS or {}) do spec[k] = v end
+  local o, err = check.options(opts, spec)
   if not o then argerror(2, "open", err) end
-  if o.redis ~= nil and o.path ~= nil then
-    argerror(2, "open", "options 'path' and 'redis' exclude each other")
-  end
-  if o.path == nil and o.redis == nil then argerror(2, "open", "option 'path' expected") end
+  local bad = engine_api.missing(Engine)
+  if bad then argerror(2, "open", "option 'engine': " .. bad) end
   o.backoff, err = check.options(o.backoff or {}, BACKOFF,
     function(key) return "option 'backoff." .. key .. "'" end,
     function(key) return "option 'backoff': unknown key '" .. key .. "'" end)
   if not o.backoff then argerror(2, "open", err) end
-  return o
+  return o, Engine
 end
 
 local function default_on_error(err, job)
@@ -482,21 +485,20 @@ end
 --- q, err = durable.open(timer, opts)
 function M.open(timer, opts)
   if not is_timer(timer) then argerror(1, "open", "hwtimer.timer expected, got " .. type_name(timer)) end
-  local o = check_options(opts)
-  local Engine, missing = engine_for(o)
-  if not Engine then return nil, missing end
-  local owner = Engine.random_id()
+  local o, Engine = check_options(opts)
+  if not o then return nil, Engine end
+  local owner = ids.generator(os.time)() -- this process's leases, in this queue
   local engine, err = Engine.open(o, owner)
   if not engine then return nil, err end
   local self = setmetatable({
     _timer = timer, _engine = engine, _queue = o.queue, _window = o.window, _lease = o.lease,
     _attempts = o.attempts, _backoff = o.backoff, _on_error = o.on_error or default_on_error,
-    _sweep = o.sweep, _batch = o.batch, _ack_delay = o.ack_delay, _random_id = Engine.random_id,
+    _sweep = o.sweep, _batch = o.batch, _ack_delay = o.ack_delay,
+    _new_id = ids.generator(function() return engine:now() end),
     _now = function() return engine:now() end,
     _closed = false, _handlers = {}, _loaded = {}, _acks = {}, _next_sweep = 0, _loaded_until = 0,
     _quiet_until = -huge, _held_back = 0,
   }, Q)
-  self._db, self._st = engine.db, engine.st -- the SQLite engine's, for its specs
   local now = self._now()
   local rows, n = engine:range(now, now + o.window)
   if not rows then
@@ -510,6 +512,13 @@ function M.open(timer, opts)
   self._poll = timer:every(o.poll, function(t) if not cancelled(t) then poll(self) end end)
   soon(self) -- what came due while no process ran
   return self
+end
+
+--- engine = durable.engine(q): the queue's engine (hwtimer.durable.engine),
+-- for tests and tools that look at the store itself.
+function M.engine(q)
+  if getmetatable(q) ~= Q then argerror(1, "engine", "hwtimer.durable expected, got " .. type_name(q)) end
+  return q._engine
 end
 
 ---------------------------------------------------------------------------
@@ -550,7 +559,7 @@ local function put(self, fname, kind, when, relative, payload, opts, every)
   local batching = self._batching
   if batching ~= nil and batching ~= current() then return nil, BATCH_BUSY end
   local fresh = id == nil -- ours: no job of that id to replace
-  id = id or self._random_id()
+  id = id or self._new_id()
   local key, due = self._engine:put(id, kind, payload, when, relative, every, fresh)
   if not key then return nil, "hwtimer.durable: " .. tostring(due) end
   if not self._batching and due < self._loaded_until then -- (a batch's come with its commit)

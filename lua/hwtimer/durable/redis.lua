@@ -24,6 +24,28 @@ local concat = table.concat
 local E = {}
 E.__index = E
 
+local function callable(v)
+  if type(v) == "function" then return true end
+  local mt = getmetatable(v)
+  return type(mt) == "table" and rawget(mt, "__call") ~= nil
+end
+
+-- A Redis client (lua-resty-redis, redis-lua: anything with evalsha and
+-- script methods), or a function that returns one (called again to
+-- reconnect after the connection broke).
+local function redis_client(v)
+  if callable(v) then return true end
+  if type(v) ~= "table" and type(v) ~= "userdata" then return false end
+  local ok, yes = pcall(function() return callable(v.evalsha) and callable(v.script) end)
+  return ok and yes
+end
+
+-- This engine's options (hwtimer.durable.engine): `redis` selects it.
+E.OPTIONS = {
+  redis = { nil, redis_client, "Redis client (with evalsha and script methods) or function" },
+  prefix = { "hwtimer", function(v) return type(v) == "string" and #v > 0 end, "non-empty string" },
+}
+
 -- The clock the window runs on: the timer's monotonic clock, corrected by
 -- the server's TIME from every reply (see E:sync).
 local mono
@@ -35,21 +57,6 @@ do
     mono = ngx.now -- luacheck: ignore
   else
     mono = require("socket").gettime
-  end
-end
-
--- Job ids: 24 hex digits, in the order they are made (hwtimer.sqlite's generator
--- when built), else 24 random hex digits from /dev/urandom.
-do
-  local ok, sqlite = pcall(require, "hwtimer.sqlite")
-  if ok then
-    E.random_id = sqlite.random_id
-  else
-    local urandom
-    E.random_id = function()
-      urandom = urandom or assert(io.open("/dev/urandom", "rb"))
-      return (urandom:read(12):gsub(".", function(c) return format("%02x", c:byte()) end))
-    end
   end
 end
 

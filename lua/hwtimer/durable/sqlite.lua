@@ -18,6 +18,14 @@ local floor, max = math.floor, math.max
 local E = {}
 E.__index = E
 
+-- This engine's options (hwtimer.durable.engine): `path` selects it.
+E.OPTIONS = {
+  path = { nil, function(v) return type(v) == "string" and #v > 0 end, "non-empty string" },
+  sync = { "normal", function(v) return v == "normal" or v == "full" end, "'normal' or 'full'" },
+  busy_timeout = { 5, function(v) return type(v) == "number" and v >= 0 and v <= 86400 end,
+                   "number of seconds from 0 to 86400" },
+}
+
 local APP_ID = 1213682756 -- "HWTD": PRAGMA application_id of a store
 local FORMAT = 1 -- PRAGMA user_version: the schema below
 local CHECKPOINT_PAGES = 1000 -- SQLite's own default mark
@@ -85,7 +93,6 @@ local SQL = {
 
 local now = sqlite.now
 E.now = now
-E.random_id = sqlite.random_id
 
 local function job_of(id, kind, payload, due, attempt, every, dead, err, owner)
   return { id = id, kind = kind, payload = payload, due = due, attempt = attempt,

@@ -1,0 +1,92 @@
+--- hwtimer.durable.engine: what a store engine provides to hwtimer.durable.
+-- The front (hwtimer.durable) owns the timer, the window, the passes and the
+-- retries; an engine owns one queue in one store: its jobs, their leases,
+-- its clock. Both engines (hwtimer.durable.sqlite, hwtimer.durable.redis)
+-- implement exactly this, and the front calls nothing else; a third one is a
+-- module of its own, given as durable.open(timer, { engine = module, ... }).
+--
+-- Values:
+--   epoch      seconds since 1970 as a float, on the store's clock.
+--   key        what identifies a job's current run to the engine (SQLite:
+--              the row's seq; Redis: its ready time in microseconds). A
+--              retry or a periodic run gets a new key.
+--   mark       { key, ready }: a job run that may become due at `ready`
+--              (epoch); the front holds one timeout per mark in its window.
+--   row        a claimed job run: { key =, id =, kind =, payload = (string
+--              or nil), due = (epoch), attempt = (tries started, this one
+--              included), every = (seconds, periodic jobs only) }.
+--   ack        what a run's outcome asks the engine to write:
+--              { what = "done" | "next" | "retry" | "bury", row = row,
+--                arg = (retry: seconds of backoff; bury: the error text),
+--                now = (epoch: when the run ended) }.
+--              done: delete; next: the periodic job's next due time, the
+--              first whole interval after `now`, attempts from zero; retry:
+--              due at now + arg, attempts kept; bury: dead, with arg.
+--   job        what q:get and q:dead show: { id, kind, payload, due,
+--              attempt, every, dead = true|nil, error, leased = true|nil }.
+--   hi         the end of the front's window (epoch): marks at or past it
+--              are not returned (the refill reads them when their time comes).
+--
+-- Every method returns nil and a message when the store fails; it never
+-- raises for a store error.
+--
+-- The module:
+--   E.OPTIONS        the engine's own options, { name = { default, check,
+--                    what is expected } } (hwtimer.check's form); the front
+--                    checks them with its own.
+--   E.open(o, owner) o: the checked options (the front's and the engine's);
+--                    owner: this process's lease holder id. -> engine
+-- (Job ids and owners are made by the front, hwtimer.durable.ids.)
+-- An engine `e`:
+--   e.name           a field: the store as messages and tostring(q) show it.
+--   e:now()          -> epoch, the store's clock.
+--   e:close()
+--   e:put(id, kind, payload, when, relative, every, fresh)
+--                    store a job (replacing one of that id) due at `when`
+--                    epoch, or `when` seconds from the store's now when
+--                    `relative`; periodic when `every`; `fresh`: the id is
+--                    new, nothing to replace. -> key, due (epoch); inside
+--                    begin/commit -> true (the commit returns its mark).
+--   e:cancel(id)     -> key (deleted, pending or dead); false (no such job);
+--                    false, lease_end (another owner holds it under a live
+--                    lease: left as it is). This owner's own lease does not
+--                    stop a cancel.
+--   e:get(id)        -> job or nil.     e:pending() -> count of jobs not dead.
+--   e:dead()         -> list of dead jobs, by due time.
+--   e:handle(kind, on) this process runs (on) or no longer runs `kind`:
+--                    claims take only handled kinds. -> true
+--   e:begin()        -> true: puts are held until commit, atomic.
+--   e:commit(hi)     -> list of the marks of the batch's jobs before hi.
+--   e:rollback()
+--   e:range(lo, hi)  -> list of marks with lo < ready < hi, count.
+--   e:changes(hi)    what other processes wrote since the last call, before
+--                    hi: -> list of marks, count; or nil when nothing.
+--   e:probe(cutoff, ready) is a claim worth making? cutoff: the front's now
+--                    (epoch); ready: the ready time of the timeout asking (nil
+--                    for a sweep). An engine may use either. -> boolean
+--   e:claim(acks, cutoff, lease, batch, hi)
+--                    write `acks`, then lease up to `batch` handled runs due
+--                    by `cutoff` (or by the store's own clock, never later
+--                    than it) to this owner for `lease` seconds, in one
+--                    atomic step. -> rows (in due order or not), count,
+--                    list of marks the acks made before hi.
+--   e:ack(acks, hi)  -> list of marks the acks made before hi.
+--   e:renew(rows, lease) extend these rows' leases to `lease` seconds from
+--                    now, where this owner still holds them at the row's
+--                    attempt. -> set { [id] = true } of those it still holds.
+local M = {}
+
+M.METHODS = { "now", "close", "put", "cancel", "get", "pending", "dead", "handle", "begin", "commit",
+              "rollback", "range", "changes", "probe", "claim", "ack", "renew" }
+
+--- What an engine module lacks, as a message; nil when it has everything.
+function M.missing(E)
+  if type(E.open) ~= "function" then return "engine module without open()" end
+  if E.OPTIONS ~= nil and type(E.OPTIONS) ~= "table" then return "engine module whose OPTIONS is not a table" end
+  for _, m in ipairs(M.METHODS) do
+    if type(E[m]) ~= "function" then return "engine module without method " .. m .. "()" end
+  end
+  return nil
+end
+
+return M
