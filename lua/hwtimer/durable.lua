@@ -494,7 +494,7 @@ function M.open(timer, opts)
     _timer = timer, _engine = engine, _queue = o.queue, _window = o.window, _lease = o.lease,
     _attempts = o.attempts, _backoff = o.backoff, _on_error = o.on_error or default_on_error,
     _sweep = o.sweep, _batch = o.batch, _ack_delay = o.ack_delay,
-    _new_id = ids.generator(function() return engine:now() end),
+    _new_id = ids.generator(engine.now, engine),
     _now = function() return engine:now() end,
     _closed = false, _handlers = {}, _loaded = {}, _acks = {}, _next_sweep = 0, _loaded_until = 0,
     _quiet_until = -huge, _held_back = 0,
@@ -606,7 +606,7 @@ function Q:batch(fn)
     return fn(self)
   end
   local engine = self._engine
-  local ok, err = engine:begin()
+  local ok, err = engine:begin(self._loaded_until)
   if not ok then return nil, "hwtimer.durable: " .. tostring(err) end
   self._batching, self._unbatched = current(), {}
   local done, e = pcall(fn, self)
@@ -617,7 +617,7 @@ function Q:batch(fn)
     error(e, 0)
   end
   local marks
-  marks, err = engine:commit(self._loaded_until)
+  marks, err = engine:commit()
   if not marks then return nil, "hwtimer.durable: " .. tostring(err) end
   for i = 1, #unloads do unload(self, unloads[i]) end
   load_all(self, marks)

@@ -55,8 +55,8 @@
 --   e:dead()         -> list of dead jobs, by due time.
 --   e:handle(kind, on) this process runs (on) or no longer runs `kind`:
 --                    claims take only handled kinds. -> true
---   e:begin()        -> true: puts are held until commit, atomic.
---   e:commit(hi)     -> list of the marks of the batch's jobs before hi.
+--   e:begin(hi)      -> true: puts are held until commit, atomic.
+--   e:commit()       -> list of the marks of the batch's jobs before hi.
 --   e:rollback()
 --   e:range(lo, hi)  -> list of marks with lo < ready < hi, count.
 --   e:changes(hi)    what other processes wrote since the last call, before

@@ -37,12 +37,12 @@ local function random_tag()
   return math.random(0, 0x7fffffff) * 2 + math.random(0, 1)
 end
 
---- gen = ids.generator(now): `now()` is the clock in epoch seconds; gen()
--- returns a new id each call.
-function M.generator(now)
+--- gen = ids.generator(now, [obj]): `now(obj)` is the clock in epoch
+-- seconds (an engine's method and the engine); gen() returns a new id.
+function M.generator(now, obj)
   local tag, last, count, prefix = random_tag(), -1, 0, ""
   return function()
-    local ms = floor(now() * 1000)
+    local ms = floor(now(obj) * 1000)
     if ms > last then
       last, count = ms, 0
       prefix = format("%012x%08x", ms, tag)

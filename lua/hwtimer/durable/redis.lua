@@ -308,13 +308,13 @@ end
 
 -- q:batch: the jobs go in one `put` call at the commit, atomic (all or
 -- none); a cancel inside the batch is sent at once.
-function E:begin()
-  self.batch = {}
+function E:begin(hi)
+  self.batch, self.batch_hi = {}, hi
   return true
 end
 
-function E:commit(hi)
-  local parts = self.batch
+function E:commit()
+  local parts, hi = self.batch, self.batch_hi
   self.batch = nil
   if #parts == 0 then return {} end
   local res, err = self:run("put", concat(parts))

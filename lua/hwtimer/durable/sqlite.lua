@@ -199,7 +199,7 @@ function E:put(id, kind, payload, when, relative, every)
   if not n then return nil, seq end
   local marks = self.marks
   if marks then
-    marks[#marks + 1] = { seq, due }
+    if due < self.marks_hi then marks[#marks + 1] = { seq, due } end
     return true
   end
   return seq, due
@@ -238,10 +238,11 @@ function E:handle(kind, on)
   return (on and self.st.handle or self.st.unhandle):run(kind)
 end
 
--- q:batch: one transaction; the marks of its jobs come back from the commit.
-function E:begin()
+-- q:batch: one transaction; the marks of its jobs before hi come back from
+-- the commit.
+function E:begin(hi)
   local ok, err = self.st.begin:run()
-  if ok then self.marks = {} end
+  if ok then self.marks, self.marks_hi = {}, hi end
   return ok, err
 end
 
@@ -251,16 +252,12 @@ local function commit(self)
   return ok, err
 end
 
-function E:commit(hi)
+function E:commit()
   local marks = self.marks
   self.marks = nil
   local ok, err = commit(self)
   if not ok then return nil, err end
-  local load = {}
-  for i = 1, #marks do
-    if marks[i][2] < hi then load[#load + 1] = marks[i] end
-  end
-  return load
+  return marks
 end
 
 function E:rollback()
