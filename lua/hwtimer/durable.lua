@@ -27,23 +27,29 @@ local floor, huge, max, min = math.floor, math.huge, math.max, math.min
 
 local M = {}
 
--- The engines, loaded when a store of theirs is opened (a machine without
--- SQLite's headers has no hwtimer.sqlite, and may still use Redis).
-local ENGINES = { path = "hwtimer.durable.sqlite", redis = "hwtimer.durable.redis" }
+-- The engines that come with hwtimer, by the option that selects each,
+-- loaded when a store of theirs is opened; `needs`: what to install when it
+-- cannot be loaded (a machine without SQLite's headers has no hwtimer.sqlite,
+-- and may still use Redis).
+local ENGINES = {
+  path = { module = "hwtimer.durable.sqlite", needs = "SQLite stores need the hwtimer-sqlite rock "
+    .. "(luarocks install hwtimer-sqlite; or make install where libsqlite3-dev is installed)" },
+  redis = { module = "hwtimer.durable.redis" },
+}
 
--- The engine for `opts`, or nil and a message where its rock is not installed
--- (the SQLite engine comes with the hwtimer-sqlite rock). Any other error in
--- loading it is raised as it is.
-local function engine_for(module, key)
-  local ok, engine = pcall(require, module)
+-- The engine module of ENGINES[key], or nil and a message naming what to
+-- install where a module it needs is missing. Any other error in loading it
+-- is raised as it is.
+local function engine_for(key)
+  local e = ENGINES[key]
+  local ok, engine = pcall(require, e.module)
   if ok then return engine end
   -- (Lua 5.1 and LuaJIT leave a marker there after a failed load: the next
   -- require would say "loop or previous error" instead of what is missing)
-  package.loaded[module] = nil
+  package.loaded[e.module] = nil
   local missing = tostring(engine):match("module '(hwtimer%.[%w_.]+)' not found")
-  if not missing or key ~= "path" then error(engine, 0) end
-  return nil, "hwtimer.durable: SQLite stores need the hwtimer-sqlite rock (luarocks install "
-    .. "hwtimer-sqlite; or make install where libsqlite3-dev is installed): module '" .. missing .. "' not found"
+  if not missing or not e.needs then error(engine, 0) end
+  return nil, "hwtimer.durable: " .. e.needs .. ": module '" .. missing .. "' not found"
 end
 
 
@@ -102,7 +108,7 @@ local function select_engine(opts)
     end
   end
   if not chosen then return nil, nil, "option 'path' expected" end
-  return engine_for(ENGINES[chosen], chosen)
+  return engine_for(chosen)
 end
 
 local function check_options(opts)
