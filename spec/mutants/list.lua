@@ -78,7 +78,7 @@ return {
     from = "  acks[#acks + 1] = outcome(self, row, ok, err)", to = "  local _ = outcome(self, row, ok, err)" },
   { name = "durable (SQLite): one attempt more before a job is dead",
     file = "lua/hwtimer/durable.lua", lua = "5.4", specs = { "spec/22-durable_spec.lua" },
-    from = "elseif attempt >= self._attempts then", to = "elseif attempt > self._attempts then" },
+    from = "if row.attempt >= self._attempts then", to = "if row.attempt > self._attempts then" },
   { name = "durable (Redis): a job cancelled by a handler of its pass still starts",
     file = "lua/hwtimer/durable.lua", lua = "5.4", specs = { "spec/24-durable_redis_spec.lua" },
     from = "if p.rows[i].id == id then p.rows[i].lost = true end", to = "if p.rows[i].id == id then p.rows[i].lost = nil end" },
