@@ -1,4 +1,5 @@
---- hwtimer.check: the argument tests the Lua modules share (retry, durable).
+--- hwtimer.check: the argument tests the Lua modules share (retry, durable,
+-- the loop glue), worded as the binding words its own (csrc/lhwtimer.c).
 local C = {}
 
 --- A value's type as an "expected, got" message names it: a userdata's or
@@ -48,6 +49,25 @@ function C.options(opts, spec, name, unknown)
     end
     o[key] = v
   end
+  return o
+end
+
+--- Raise "bad argument #n to 'fname' (msg)", as luaL_argerror words it;
+-- `level` as error()'s, counted from argerror's caller.
+function C.argerror(n, fname, msg, level)
+  error(string.format("bad argument #%d to '%s' (%s)", n, fname, msg), level + 1)
+end
+
+--- Argument #n of fname, an options table or nil, read with C.options
+-- (unknown words an unknown key). Returns the options; raises as
+-- hwtimer.new does, at `level` counted from arg_options's caller.
+function C.arg_options(opts, spec, n, fname, level, unknown)
+  if opts == nil then opts = {} end
+  if type(opts) ~= "table" then
+    C.argerror(n, fname, "table expected, got " .. C.type_name(opts), level + 1)
+  end
+  local o, err = C.options(opts, spec, nil, unknown)
+  if not o then C.argerror(n, fname, err, level + 1) end
   return o
 end
 

@@ -20,7 +20,7 @@ local M = {}
 
 
 local function argerror(n, msg)
-  error(string.format("bad argument #%d to 'retry' (%s)", n, msg), 3)
+  check.argerror(n, "retry", msg, 3)
 end
 
 
@@ -43,14 +43,6 @@ local OPTIONS = {
   on_failure = { nil, callable, "function" },
   on_error = { nil, callable, "function" },
 }
-
-local function check_options(opts)
-  if opts == nil then opts = {} end
-  if type(opts) ~= "table" then argerror(3, "table expected, got " .. type_name(opts)) end
-  local o, err = check.options(opts, OPTIONS)
-  if not o then argerror(3, err) end
-  return o
-end
 
 ---------------------------------------------------------------------------
 -- The retry handle
@@ -220,7 +212,7 @@ function M.retry(timer, fn, opts)
   if not callable(fn) then
     argerror(2, "function or callable object expected, got " .. type_name(fn))
   end
-  local o = check_options(opts)
+  local o = check.arg_options(opts, OPTIONS, 3, "retry", 2)
   local self = setmetatable({ _timer = timer, _fn = fn, _opts = o, _attempts = 0,
                               _state = "running", _started = now() }, Retry)
   local t, err = timer:schedule(0, attempt, self)
