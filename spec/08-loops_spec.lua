@@ -79,6 +79,15 @@ describe("event loops", function()
     w.check()
   end)
 
+  it("luv: attach's options are checked: only gc_step", function()
+    if not uv then return pending("luv is not installed for " .. _VERSION) end
+    local glue = require("hwtimer.luv")
+    assert.has_error(function() glue.attach(timer, true) end,
+      "bad argument #2 to 'attach' (table expected, got boolean)")
+    assert.has_error(function() glue.attach(timer, { on_error = print }) end,
+      "bad argument #2 to 'attach' (option 'on_error': unknown option)")
+  end)
+
   local cqueues = optional("cqueues")
   it("cqueues: require('hwtimer.cqueues').attach(timer, cq), then cq:loop()", function()
     if not cqueues then return pending("cqueues is not installed for " .. _VERSION) end

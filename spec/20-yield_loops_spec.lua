@@ -328,6 +328,10 @@ describe("hwtimer.cqueues: callbacks may yield to cqueues", function()
       "bad argument #3 to 'attach' (option 'on_error': function expected)")
     assert.has_error(function() glue.attach(timer, cq, { bogus = true }) end,
       "bad argument #3 to 'attach' (option 'bogus': unknown option)")
+    assert.has_error(function() glue.attach(timer, cq, { dispatch = 1 }) end,
+      "bad argument #3 to 'attach' (option 'dispatch': boolean expected)")
+    assert.has_error(function() glue.attach(timer, cq, 5) end,
+      "bad argument #3 to 'attach' (table expected, got number)")
   end)
 end)
 
@@ -500,6 +504,32 @@ describe("hwtimer.copas: callbacks may use copas sockets", function()
     collectgarbage()
     collectgarbage()
     assert.is_nil(ref[1])
+  end)
+
+  it("rejects bad options naming them, in step and in loop", function()
+    assert.has_error(function() glue.step(timer, 0.01, { batch = 1.5 }) end,
+      "bad argument #3 to 'step' (option 'batch': positive integer expected)")
+    assert.has_error(function() glue.step(timer, 0.01, { on_error = "x" }) end,
+      "bad argument #3 to 'step' (option 'on_error': function expected)")
+    assert.has_error(function() glue.loop(timer, 0.01, { bogus = true }) end,
+      "bad argument #3 to 'loop' (option 'bogus': unknown option)")
+    assert.has_error(function() glue.loop(timer, 0.01, "fast") end,
+      "bad argument #3 to 'loop' (table expected, got string)")
+  end)
+
+  it("runs more callbacks than a step's batch over the next steps, in order", function()
+    local ran = {}
+    for i = 1, 25 do timer:schedule(0.001 * (i % 3), function() ran[#ran + 1] = i end) end
+    local o = { batch = 10, on_error = opts.on_error }
+    local limit, n = hwtimer.now() + 5, 0
+    while #ran < 25 and hwtimer.now() < limit do
+      local started = glue.step(timer, 0.01, o)
+      assert.is_true(started <= 10, "a step started " .. started)
+      n = n + started
+    end
+    assert.equal(25, #ran)
+    assert.equal(25, n)
+    assert.same({}, errors)
   end)
 
   it("loop(timer) returns once a callback closes the timer", function()

@@ -15,6 +15,7 @@ local uv = require("luv")
 local R = require("hwtimer.runner")
 
 local M = {}
+local OPTIONS = { gc_step = R.OPTIONS.gc_step }
 local prepares = setmetatable({}, { __mode = "k" }) -- poll -> its gc_step prepare handle
 
 local function gc_prepare(timer, budget)
@@ -30,21 +31,13 @@ local function gc_prepare(timer, budget)
 end
 
 function M.attach(timer, opts)
-  if opts ~= nil then
-    if type(opts) ~= "table" then error("bad argument #2 to 'attach' (table expected)", 2) end
-    R.check_opts(opts, "attach", 2)
-    for k in pairs(opts) do
-      if k ~= "gc_step" then
-        error(string.format("bad argument #2 to 'attach' (option '%s': unknown option)", tostring(k)), 2)
-      end
-    end
-  end
+  local o = R.options(opts, OPTIONS, 2, "attach")
   local poll = assert(uv.new_poll(timer:getfd()))
   poll:start("r", function(err)
     assert(not err, err)
     timer:dispatch()
   end)
-  local budget = opts and R.gc_budget(opts.gc_step)
+  local budget = R.gc_budget(o.gc_step)
   if budget then prepares[poll] = gc_prepare(timer, budget) end
   return poll
 end
