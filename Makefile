@@ -35,7 +35,8 @@ WARN    := -std=c99 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
 LDLIBS  := -lpthread -lm -ldl
 
 CORE_SRC := csrc/wheel.c csrc/worker.c csrc/driver.c csrc/pipe.c csrc/clock.c
-LUA_SRC  := csrc/lhwtimer.c csrc/ltimer.c csrc/ltimeout.c csrc/ldispatch.c csrc/lstats.c
+LUA_SRC  := csrc/lbase.c csrc/larm.c csrc/ltimer.c csrc/ltimeout.c csrc/lstats.c csrc/ldispatch.c \
+            csrc/lhwtimer.c
 SRC      := $(CORE_SRC) $(LUA_SRC)
 HDR      := $(wildcard csrc/*.h)
 BUILD    := build/$(LUA_VERSION)

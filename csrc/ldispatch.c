@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 #include "clock.h"
-#include "lhwtimer.h"
+#include "larm.h"
+#include "ldispatch.h"
+#include "lstats.h"
 
 /* ---- dispatch ------------------------------------------------------------- */
 
@@ -82,9 +84,9 @@ static void report_error(lua_State *L, struct timer *T, int mt, struct hwt_node 
 		lua_pop(L, 2);
 		return;
 	}
-	hwt_getuv(L, 1, UV_ON_ERROR);
+	hwt_getuv(L, 1, USERVAL_ON_ERROR);
 	lua_insert(L, -3);
-	lua_rawgeti(L, mt, (lua_Integer)n->owner_word); /* still pinned: see finish_current */
+	lua_rawgeti(L, mt, (lua_Integer)PIN(n)); /* still pinned: see finish_current */
 	lua_insert(L, -2); /* on_error, err, handle, traceback */
 	if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
 		const char *msg = lua_tostring(L, -1);
@@ -112,18 +114,15 @@ static void finish_current(lua_State *L, struct timer *T, int mt)
  * two slots (T, handle metatable); returns how many arguments. */
 static int push_call(lua_State *L, struct hwt_node *n)
 {
-	int i, first = UV_CALLBACK + 1 + (is_periodic(n) ? 1 : 0);
 	/* A C frame starts with LUA_MINSTACK free slots: enough for the callback,
 	 * the handle, the arguments and hwt_getuv's scratch slot unless the
 	 * argument list is long. */
-	if (n->owner_byte > LUA_MINSTACK - 3)
-		luaL_checkstack(L, n->owner_byte + 3, "too many callback arguments");
-	lua_rawgeti(L, 2, (lua_Integer)n->owner_word); /* the handle, at 3 */
-	hwt_getuv(L, 3, UV_CALLBACK);
+	if (NARGS(n) > LUA_MINSTACK - 3)
+		luaL_checkstack(L, NARGS(n) + 3, "too many callback arguments");
+	lua_rawgeti(L, 2, (lua_Integer)PIN(n)); /* the handle, at 3 */
+	hwt_getuv(L, 3, USERVAL_CALLBACK);
 	lua_insert(L, 3); /* callback at 3, handle at 4: the call leaves 2 slots */
-	for (i = 0; i < n->owner_byte; i++)
-		hwt_getuv(L, 4, first + i);
-	return 1 + n->owner_byte;
+	return 1 + lhwt_push_args(L, n, 4);
 }
 
 /* Protected: run callbacks from T->batch while the budget lasts. An error
@@ -190,9 +189,9 @@ static lua_Integer run_due(lua_State *L, struct timer *T, lua_Integer max)
 	T->batch_now = hwt_clock_ns();
 	hwt_worker_take(&T->w, &T->local, T->batch_now);
 	hwt_list_splice(&T->batch, &T->local); /* callbacks' new timeouts wait */
-	hwt_getuv(L, 1, UV_HANDLE_MT);
+	hwt_getuv(L, 1, USERVAL_HANDLE_MT);
 	mt = lua_gettop(L);
-	hwt_getuv(L, 1, UV_HANDLER);
+	hwt_getuv(L, 1, USERVAL_HANDLER);
 	mh = lua_gettop(L);
 	T->budget = max;
 	T->cb_start = hwt_clock_coarse_ns();
@@ -422,8 +421,8 @@ static int timer_take(lua_State *L)
 	n->slot = HWT_SLOT_NONE;
 	lhwt_record_fired(T, now - (T->w.origin + (int64_t)n->expires * T->w.tick_ns));
 	lua_settop(L, 1);
-	hwt_getuv(L, 1, UV_HANDLE_MT);
-	lua_rawgeti(L, 2, (lua_Integer)n->owner_word); /* the handle, at 3 */
+	hwt_getuv(L, 1, USERVAL_HANDLE_MT);
+	lua_rawgeti(L, 2, (lua_Integer)PIN(n)); /* the handle, at 3 */
 	if (is_periodic(n)) {
 		n->owner_flags |= RUNNING;
 		n->slot = HWT_SLOT_DUE; /* in the host's list: hwt_worker_del unlinks it */
@@ -488,7 +487,7 @@ static int timer_wakeup(lua_State *L)
 		lhwt_check_callable(L, 2);
 	lua_settop(L, 2);
 	T->has_wakeup = !lua_isnil(L, 2);
-	hwt_setuv(L, 1, UV_WAKEUP);
+	hwt_setuv(L, 1, USERVAL_WAKEUP);
 	T->host_wake = 0;
 	T->wake = 0;
 	return 0;

@@ -1,119 +1,17 @@
 /*
- * lhwtimer.c: module "hwtimer.core": registration, hwtimer.new, the argument
- * checks every file uses, fork detection. lhwtimer.h says how the binding is
- * built and which file holds what.
+ * lhwtimer.c: module "hwtimer.core", the top of the binding: hwtimer.new,
+ * hwtimer.now, and the registration of every file's methods. lbase.h says
+ * how the binding is built and which file holds what.
  */
-#if !defined(_GNU_SOURCE)
-#define _GNU_SOURCE /* dladdr and RTLD_NODELETE: see register_fork_handler */
-#endif
-#include <dlfcn.h>
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 #include "clock.h"
-#include "lhwtimer.h"
+#include "ldispatch.h"
+#include "lstats.h"
+#include "ltimeout.h"
+#include "ltimer.h"
 
 #define HWT_VERSION "0.1.0"
-
-const char lhwt_timer_magic = 0;
-
-/* ---- fork detection ------------------------------------------------------- */
-
-/* Process-wide by nature: a fork copies every timer at once. Written only by
- * the atfork child handler, which runs in the child before it returns. */
-volatile unsigned long lhwt_fork_generation;
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-
-/* The child's timers raise (forked()); the driver thread they shared is not
- * in the child, which starts its own with its first new timer. */
-static void on_fork_child(void)
-{
-	lhwt_fork_generation++;
-	hwt_worker_forked();
-}
-
-/* The atfork handler lives in this library's code, so the library must never
- * be unloaded (Lua dlcloses C modules when a state closes): pin it. */
-static void register_fork_handler(void)
-{
-	Dl_info info;
-	if (dladdr((const void *)&fork_once, &info) && info.dli_fname)
-		(void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NODELETE);
-	pthread_atfork(NULL, NULL, on_fork_child);
-}
-
-/* ---- small helpers --------------------------------------------------------- */
-
-int lhwt_is_callable(lua_State *L, int idx)
-{
-	if (lua_type(L, idx) == LUA_TFUNCTION)
-		return 1;
-	if (!luaL_getmetafield(L, idx, "__call"))
-		return 0;
-	lua_pop(L, 1);
-	return 1;
-}
-
-void lhwt_check_callable(lua_State *L, int idx)
-{
-	if (!lhwt_is_callable(L, idx))
-		luaL_argerror(L, idx, lua_pushfstring(L, "function or callable object expected, got %s",
-						      luaL_typename(L, idx)));
-}
-
-lua_Number lhwt_check_finite(lua_State *L, int idx)
-{
-	lua_Number x = lua_tonumber(L, idx); /* 0 for a non-number */
-	if (x == 0 && !lua_isnumber(L, idx))
-		luaL_checknumber(L, idx); /* raises the standard message */
-	if (x != x || x == HUGE_VAL || x == -HUGE_VAL)
-		luaL_argerror(L, idx, "finite number expected");
-	return x;
-}
-
-int lhwt_type_error(lua_State *L, int idx, const char *expected)
-{
-	const char *got = luaL_typename(L, idx);
-	if (luaL_getmetafield(L, idx, "__name") && lua_type(L, -1) == LUA_TSTRING)
-		got = lua_tostring(L, -1);
-	return luaL_argerror(L, idx, lua_pushfstring(L, "%s expected, got %s", expected, got));
-}
-
-/* The timer userdata at idx, or NULL (identity: see lhwt_timer_magic). */
-static struct timer *test_timer(lua_State *L, int idx)
-{
-	struct timer *T = (struct timer *)lua_touserdata(L, idx);
-	if (T && hwt_rawlen(L, idx) == sizeof *T && T->magic == &lhwt_timer_magic)
-		return T;
-	return NULL;
-}
-
-/* The timer at idx, whatever its state. */
-struct timer *lhwt_to_timer(lua_State *L, int idx)
-{
-	struct timer *T = test_timer(L, idx);
-	if (!T)
-		lhwt_type_error(L, idx, TIMER_MT);
-	return T;
-}
-
-/* The timer at idx, usable from this process. */
-static struct timer *check_timer(lua_State *L, int idx)
-{
-	struct timer *T = lhwt_to_timer(L, idx);
-	if (forked(T))
-		luaL_error(L, "hwtimer: timer used in a forked child (timers do not survive fork; create a new one)");
-	return T;
-}
-
-/* The slow half of lhwt_check_live (lhwtimer.h): raise what is wrong. */
-struct timer *lhwt_live_error(lua_State *L, int idx)
-{
-	struct timer *T = check_timer(L, idx);
-	if (T->stopped)
-		luaL_error(L, "attempt to use a stopped timer");
-	return T;
-}
 
 /* ---- hwtimer.new ---------------------------------------------------------------- */
 
@@ -205,7 +103,7 @@ static int hwtimer_new(lua_State *L)
 	struct timer *T;
 	int ud, failed;
 	read_options(L, &o);
-	T = hwt_newuserdata(L, sizeof *T, TIMER_NUV);
+	T = hwt_newuserdata(L, sizeof *T, TIMER_USERVALS);
 	ud = lua_gettop(L);
 	memset(T, 0, sizeof *T);
 	T->magic = &lhwt_timer_magic;
@@ -219,12 +117,12 @@ static int hwtimer_new(lua_State *L)
 	lua_pushvalue(L, lua_upvalueindex(1));
 	lua_setmetatable(L, ud);
 	lhwt_new_handle_metatable(L, ud, T, lua_upvalueindex(2));
-	hwt_setuv(L, ud, UV_HANDLE_MT);
+	hwt_setuv(L, ud, USERVAL_HANDLE_MT);
 	lhwt_new_handler(L, T);
-	hwt_setuv(L, ud, UV_HANDLER);
+	hwt_setuv(L, ud, USERVAL_HANDLER);
 	if (o.on_error) {
 		lua_pushvalue(L, o.on_error);
-		hwt_setuv(L, ud, UV_ON_ERROR);
+		hwt_setuv(L, ud, USERVAL_ON_ERROR);
 		T->has_on_error = 1;
 	}
 	if ((failed = start_timer(L, T, &o)) != 0)
@@ -252,7 +150,7 @@ int luaopen_hwtimer_core(lua_State *L);
 int luaopen_hwtimer_core(lua_State *L)
 {
 	int mt, tmethods;
-	pthread_once(&fork_once, register_fork_handler);
+	lhwt_detect_forks();
 	hwt_newmetatable(L, TIMER_MT);
 	mt = lua_gettop(L);
 	luaL_setfuncs(L, lhwt_timer_metamethods, 0);

@@ -1,11 +1,11 @@
 /*
  * lstats.c: what timer:stats reports: counts of runs (bumped where they
- * happen, with COUNT; see run_armed in lhwtimer.h), callback time, a
+ * happen, with COUNT; see run_armed in lbase.h), callback time, a
  * log-linear histogram of lateness; timer:count for the retry helper.
  */
 #include <math.h>
 #include <string.h>
-#include "lhwtimer.h"
+#include "lstats.h"
 
 static unsigned top_bit(uint64_t x) /* x > 0 */
 {

@@ -1,16 +1,18 @@
 /*
  * ltimeout.c: the timeout handle: its metatable (made per timer), cancel,
  * reset and the queries. A handle is its wheel node and nothing else;
- * lhwtimer.h says how it finds its timer and what keeps it alive.
+ * lbase.h says how it finds its timer and what keeps it alive.
  */
 #include "clock.h"
-#include "lhwtimer.h"
+#include "larm.h"
+#include "ltimeout.h"
 
 static const char *const state_names[] = { "pending", "expired", "cancelled" };
 
-/* The timeout at idx and its timer: a userdata whose metatable knows a
- * timer. Leaves that metatable (the pins) on top of the stack. */
-static struct hwt_node *timeout_from(lua_State *L, int idx, void *p, struct timer **T)
+/* The node of the handle at idx (its userdata p, already fetched) and its
+ * timer: a userdata whose metatable knows a timer. Leaves that metatable (the
+ * pins) on top of the stack. */
+static struct hwt_node *node_of(lua_State *L, int idx, void *p, struct timer **T)
 {
 	if (p && lua_getmetatable(L, idx)) {
 		lua_pushvalue(L, lua_upvalueindex(1));
@@ -24,34 +26,25 @@ static struct hwt_node *timeout_from(lua_State *L, int idx, void *p, struct time
 	return NULL;
 }
 
-/* timeout_from for the value at idx. */
-static struct hwt_node *to_timeout_mt(lua_State *L, int idx, struct timer **T)
+/* node_of for the handle at idx: its node and timer, the pins left on top. */
+static struct hwt_node *node_and_pins(lua_State *L, int idx, struct timer **T)
 {
-	return timeout_from(L, idx, lua_touserdata(L, idx), T);
+	return node_of(L, idx, lua_touserdata(L, idx), T);
 }
 
-static struct hwt_node *to_timeout(lua_State *L, int idx, struct timer **T)
+/* The node of the handle at idx and its timer. */
+static struct hwt_node *node_and_timer(lua_State *L, int idx, struct timer **T)
 {
-	struct hwt_node *n = to_timeout_mt(L, idx, T);
+	struct hwt_node *n = node_and_pins(L, idx, T);
 	lua_pop(L, 1);
 	return n;
 }
 
-static struct hwt_node *check_timeout(lua_State *L, int idx)
+/* The node of the handle at idx. */
+static struct hwt_node *check_node(lua_State *L, int idx)
 {
 	struct timer *T;
-	return to_timeout(L, idx, &T);
-}
-
-/* Push the callback and the arguments of `n` (handle at h); returns how many. */
-int lhwt_push_task(lua_State *L, struct hwt_node *n, int h)
-{
-	int i, first = UV_CALLBACK + 1 + (is_periodic(n) ? 1 : 0);
-	luaL_checkstack(L, n->owner_byte + 2, "too many callback arguments");
-	hwt_getuv(L, h, UV_CALLBACK);
-	for (i = 0; i < n->owner_byte; i++)
-		hwt_getuv(L, h, first + i);
-	return 1 + n->owner_byte;
+	return node_and_timer(L, idx, &T);
 }
 
 /* ---- timeout methods ------------------------------------------------------------ */
@@ -68,7 +61,7 @@ static int timeout_cancel(lua_State *L)
 	 * userdata of a node's size that is not one prefetches harmless junk. */
 	if (n && hwt_rawlen(L, 1) == sizeof *n)
 		hwt_list_prefetch_neighbours(&n->link);
-	n = timeout_from(L, 1, p, &T);
+	n = node_of(L, 1, p, &T);
 	mt = lua_gettop(L); /* the handle metatable */
 	if (forked(T))
 		return luaL_error(L, "hwtimer: timeout used in a forked child (timers do not survive fork)");
@@ -93,7 +86,7 @@ static int64_t reset_delay(lua_State *L, int h, struct hwt_node *n)
 		return lhwt_check_delay(L, 2, 0);
 	if (!is_periodic(n))
 		luaL_argerror(L, 2, "delay expected (a one-shot timeout has no interval to reuse)");
-	hwt_getuv(L, h, UV_CALLBACK + 1);
+	hwt_getuv(L, h, USERVAL_CALLBACK + 1);
 	if (!(n->owner_flags & ADVANCED)) {
 		p.interval = (int64_t)lua_tonumber(L, -1);
 		lua_pop(L, 1);
@@ -112,7 +105,7 @@ static int timeout_reset(lua_State *L)
 	struct hwt_node *n;
 	int refused, armed;
 	lua_settop(L, 2);
-	n = to_timeout_mt(L, 1, &T); /* the handle metatable is now at 3 */
+	n = node_and_pins(L, 1, &T); /* the handle metatable is now at 3 */
 	if (forked(T))
 		return luaL_error(L, "hwtimer: timeout used in a forked child (timers do not survive fork)");
 	if (T->stopped)
@@ -134,7 +127,7 @@ static int timeout_reset(lua_State *L)
 	if (delay <= 0 ? T->host_wake > 0 : now + delay < T->host_wake)
 		T->wake = 1;
 	if (n->owner_flags & ADVANCED) { /* later periods count from here */
-		hwt_getuv(L, 1, UV_CALLBACK + 1);
+		hwt_getuv(L, 1, USERVAL_CALLBACK + 1);
 		lua_pushnumber(L, (lua_Number)(now + delay));
 		lua_setfield(L, -2, "nominal");
 	}
@@ -154,13 +147,13 @@ static int timeout_reset(lua_State *L)
 
 static int timeout_state(lua_State *L)
 {
-	lua_pushstring(L, state_names[state_of(check_timeout(L, 1))]);
+	lua_pushstring(L, state_names[state_of(check_node(L, 1))]);
 	return 1;
 }
 
 static int push_state_is(lua_State *L, int state)
 {
-	lua_pushboolean(L, state_of(check_timeout(L, 1)) == state);
+	lua_pushboolean(L, state_of(check_node(L, 1)) == state);
 	return 1;
 }
 
@@ -177,7 +170,7 @@ static int64_t due_ns(const struct timer *T, const struct hwt_node *n)
 static int timeout_deadline(lua_State *L)
 {
 	struct timer *T;
-	struct hwt_node *n = to_timeout(L, 1, &T);
+	struct hwt_node *n = node_and_timer(L, 1, &T);
 	lua_pushnumber(L, ns_to_s(due_ns(T, n)));
 	return 1;
 }
@@ -185,7 +178,7 @@ static int timeout_deadline(lua_State *L)
 static int timeout_remaining(lua_State *L)
 {
 	struct timer *T;
-	struct hwt_node *n = to_timeout(L, 1, &T);
+	struct hwt_node *n = node_and_timer(L, 1, &T);
 	int64_t left = due_ns(T, n) - hwt_clock_ns();
 	lua_pushnumber(L, left > 0 ? ns_to_s(left) : 0);
 	return 1;
@@ -196,7 +189,7 @@ static int timeout_remaining(lua_State *L)
 static int timeout_lateness(lua_State *L)
 {
 	struct timer *T;
-	struct hwt_node *n = to_timeout(L, 1, &T);
+	struct hwt_node *n = node_and_timer(L, 1, &T);
 	int64_t late = hwt_clock_ns() - due_ns(T, n);
 	lua_pushnumber(L, late > 0 ? ns_to_s(late) : 0);
 	return 1;
@@ -204,7 +197,7 @@ static int timeout_lateness(lua_State *L)
 
 static int timeout_timer(lua_State *L)
 {
-	(void)check_timeout(L, 1);
+	(void)check_node(L, 1);
 	lua_getmetatable(L, 1);
 	lua_rawgeti(L, -1, PIN_TIMER);
 	return 1;
@@ -213,7 +206,7 @@ static int timeout_timer(lua_State *L)
 /* t:task(): the callback, then the arguments it is called with after t. */
 static int timeout_task(lua_State *L)
 {
-	struct hwt_node *n = check_timeout(L, 1);
+	struct hwt_node *n = check_node(L, 1);
 	lua_settop(L, 1);
 	return lhwt_push_task(L, n, 1);
 }
@@ -221,7 +214,7 @@ static int timeout_task(lua_State *L)
 static int timeout_tostring(lua_State *L)
 {
 	struct timer *T;
-	struct hwt_node *n = to_timeout(L, 1, &T);
+	struct hwt_node *n = node_and_timer(L, 1, &T);
 	int64_t left = due_ns(T, n) - hwt_clock_ns();
 	if (state_of(n) == PENDING)
 		lua_pushfstring(L, TIMEOUT_NAME " (pending, %s%f s left) %p",
@@ -234,7 +227,7 @@ static int timeout_tostring(lua_State *L)
 
 /* ---- the handle metatable -------------------------------------------------------- */
 
-/* The metatable of the timer's timeouts (see lhwtimer.h); the timeout methods
+/* The metatable of the timer's timeouts (see lbase.h); the timeout methods
  * table is at `methods` (hwtimer.new passes its upvalue 2). */
 void lhwt_new_handle_metatable(lua_State *L, int ud, struct timer *T, int methods)
 {

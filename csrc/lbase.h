@@ -1,12 +1,18 @@
 /*
- * lhwtimer.h: what the files of the Lua binding (module "hwtimer.core") share.
- * Internal: nothing here is exported from the module but luaopen_hwtimer_core.
+ * lbase.h: the bottom of the Lua binding (module "hwtimer.core"): the timer's
+ * state, the node helpers, argument checks, a timer's identity and fork
+ * detection. Every other file of the binding includes it; it includes none of
+ * theirs. The layers, each using only those below it:
  *
- *   lhwtimer.c  module registration, argument checks, fork detection, hwtimer.new
- *   ltimer.c    the timer object: schedule, every, periods, stop, close, queries
+ *   lbase.c     argument checks, a timer's identity, fork detection
+ *   larm.c      arming: pins, putting nodes on the wheel, delays, periods,
+ *               the pending cap, a node's task; timer:schedule and every
+ *   ltimer.c    the timer object: schedule, every, stop, close, queries
  *   ltimeout.c  the timeout handle: its metatable, cancel, reset, queries
- *   ldispatch.c running due callbacks: dispatch, run, take, done, wakeup
  *   lstats.c    counts and the lateness histogram: timer:stats
+ *   ldispatch.c running due callbacks: dispatch, run, take, done, wakeup
+ *               (it records into lstats.c's counts)
+ *   lhwtimer.c  the module: hwtimer.new, hwtimer.now, registration
  *
  * Two userdata types. A timer owns a worker (wheel + lock + pipe), which the
  * process's one driver thread drives for every timer (driver.h). A
@@ -17,7 +23,7 @@
  * That metatable holds the timer at [1] (so a handle keeps its timer alive
  * without a reference of its own) and, in the rest of its array part, the
  * pending handles: the pins that keep a dropped handle's timeout alive. Pin i
- * is the node's owner_word; unpinning stores nil there and pushes i on a free
+ * is the node's PIN(n); unpinning stores nil there and pushes i on a free
  * stack that the next pin pops, so the array stays as long as the most
  * timeouts ever pending at once.
  *
@@ -28,28 +34,35 @@
  * 4 = dispatch's message handler};
  * timeout {1 = callback, then the interval if periodic, then the arguments}.
  */
-#ifndef HWT_LHWTIMER_H
-#define HWT_LHWTIMER_H
+#ifndef HWT_LBASE_H
+#define HWT_LBASE_H
 
 #include <stdint.h>
 #include "compat.h"
 #include "worker.h"
 
-/* Hidden, like the core's functions: see worker.h. */
+/* Hidden, like the core's functions (see worker.h): only luaopen_hwtimer_core
+ * is exported from the module. */
 #if defined(__GNUC__)
-#pragma GCC visibility push(hidden)
+#define HWT_HIDDEN_BEGIN _Pragma("GCC visibility push(hidden)")
+#define HWT_HIDDEN_END _Pragma("GCC visibility pop")
+#else
+#define HWT_HIDDEN_BEGIN
+#define HWT_HIDDEN_END
 #endif
+
+HWT_HIDDEN_BEGIN
 
 #define TIMER_MT "hwtimer.timer"
 #define TIMEOUT_NAME "hwtimer.timeout"
 #define MAX_DELAY 1e9   /* seconds (~31 years): deadlines stay far inside int64 ns */
-#define MAX_ARGS 200    /* extra arguments carried to a callback (fits owner_byte) */
-#define UV_HANDLE_MT 1
-#define UV_ON_ERROR 2
-#define UV_WAKEUP 3
-#define UV_HANDLER 4
-#define TIMER_NUV 4
-#define UV_CALLBACK 1
+#define MAX_ARGS 200    /* extra arguments carried to a callback (fits NARGS) */
+#define USERVAL_HANDLE_MT 1
+#define USERVAL_ON_ERROR 2
+#define USERVAL_WAKEUP 3
+#define USERVAL_HANDLER 4
+#define TIMER_USERVALS 4
+#define USERVAL_CALLBACK 1
 
 /* node->owner_flags: the state in the low bits, then flags. A periodic
  * timeout keeps its schedule in uservalue 2: the interval in ns (a number),
@@ -77,7 +90,7 @@ extern const char lhwt_timer_magic;
 #define PIN_TIMER 1
 #define TIMER_FIELD "__hwtimer.timer"
 
-/* Counts are of runs: see lhwtimer.h's run_armed and docs/api.md's stats. */
+/* Counts are of runs: see run_armed below and docs/api.md's stats. */
 struct stats {
 	lua_Integer scheduled, fired, cancelled, errors, skipped;
 	lua_Integer retry_started, retry_succeeded, retry_failed; /* timer:count */
@@ -112,19 +125,14 @@ struct timer {
 	int has_wakeup;            /* a wakeup hook is set (uservalue 3) */
 };
 
-/* How a periodic timeout repeats (timer:every's first argument). */
-struct period {
-	int64_t interval; /* ns */
-	int advanced;     /* given as a table: rate and jitter apply */
-	int rate;         /* fixed rate (from each period's start), else fixed delay */
-	int has_first;    /* `first` given: the first run's delay */
-	int64_t first;    /* ns */
-	lua_Number jitter;
-};
+/* The wheel node's two fields for its owner, named for what the binding keeps
+ * there: how many arguments its callback takes, and its pin slot. */
+#define NARGS(n) ((n)->owner_byte)
+#define PIN(n) ((n)->owner_word)
 
 /* ---- small inline helpers (hot paths in several files) ------------------------ */
 
-/* Bumped in a forked child (lhwtimer.c): a timer made before it is unusable. */
+/* Bumped in a forked child (lbase.c): a timer made before it is unusable. */
 extern volatile unsigned long lhwt_fork_generation;
 
 static inline int state_of(const struct hwt_node *n) { return n->owner_flags & STATE_MASK; }
@@ -166,8 +174,10 @@ static inline void count_armed(struct timer *T)
 	T->runs_pending++;
 }
 
-/* ---- lhwtimer.c: argument checks ------------------------------------------------ */
+/* ---- argument checks, identity, fork detection (lbase.c) --------------------------- */
 
+/* Register the fork handler, once per process (luaopen calls it). */
+void lhwt_detect_forks(void);
 /* A function, or a value whose metatable has __call. */
 int lhwt_is_callable(lua_State *L, int idx);
 /* Raise unless the value at idx is callable. */
@@ -192,94 +202,6 @@ static inline struct timer *lhwt_check_live(lua_State *L, int idx)
 	return lhwt_live_error(L, idx);
 }
 
-/* ---- ltimer.c: pin slots, the wakeup hook, delays, periods ---------------------- */
-
-/* Push pin slot `slot` on the free stack, growing it (if it cannot grow, the
- * slot is simply never reused); nothing once stopped (the stack is freed). */
-void lhwt_free_pin(struct timer *T, uint32_t slot);
-/* Call the host's wakeup hook (timer at ud) and clear the request. */
-void lhwt_wake_host(lua_State *L, struct timer *T, int ud);
-/* A delay (>= 0) or, if periodic, an interval (> 0) in seconds at idx, as ns. */
-int64_t lhwt_check_delay(lua_State *L, int idx, int periodic);
-/* Read an advanced period's table (on top; popped) into p; returns its start. */
-int64_t lhwt_read_period(lua_State *L, struct period *p);
-/* Arm the next run of the periodic timeout `n` (pinned in mt); `now`: the clock. */
-void lhwt_next_period(lua_State *L, struct timer *T, int mt, struct hwt_node *n, int64_t now);
-/* Push nil, message and return 2 if max_pending refuses one more; else 0. */
-int lhwt_refuse_over_cap(lua_State *L, struct timer *T);
-
-/* ---- pins: what keeps pending handles alive (inline: schedule, cancel and
- * every callback pass here) ------------------------------------------------------- */
-
-/* Pin the handle at `h` in the handle metatable at `mt`, reusing a free slot. */
-static inline void lhwt_pin(lua_State *L, struct timer *T, int mt, int h, struct hwt_node *n)
-{
-	n->owner_word = T->nfree ? T->free_pins[--T->nfree] : ++T->npins;
-	lua_pushvalue(L, h);
-	lua_rawseti(L, mt, (lua_Integer)n->owner_word);
-}
-
-/* Unpin `n`: one table write; its slot goes on the free stack. */
-static inline void lhwt_unpin(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
-{
-	lua_pushnil(L);
-	lua_rawseti(L, mt, (lua_Integer)n->owner_word);
-	if (T->nfree < T->free_cap && !T->stopped)
-		T->free_pins[T->nfree++] = n->owner_word;
-	else
-		lhwt_free_pin(T, n->owner_word);
-	n->owner_word = 0;
-}
-
-/* Cancelled: leave the pending state and the pins at once; the timeout
- * whose callback is running stays pinned until finish_current. */
-static inline void lhwt_cancel_node(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
-{
-	if (run_armed(T, n)) {
-		COUNT(T, cancelled);
-		T->runs_pending--;
-	}
-	set_state(n, CANCELLED);
-	T->pending--;
-	if (n != T->current)
-		lhwt_unpin(L, T, mt, n);
-}
-
-/* ---- ltimeout.c: the handle ------------------------------------------------------------ */
-
-/* Push the timeout metatable for timer T (userdata at ud; methods table at methods). */
-void lhwt_new_handle_metatable(lua_State *L, int ud, struct timer *T, int methods);
-/* Push the callback and arguments of `n` (handle at h); returns how many. */
-int lhwt_push_task(lua_State *L, struct hwt_node *n, int h);
-
-/* ---- ldispatch.c ------------------------------------------------------------------------- */
-
-/* Push a new message handler for dispatch, for timer T (its uservalue UV_HANDLER). */
-void lhwt_new_handler(lua_State *L, struct timer *T);
-
-/* ---- lstats.c ---------------------------------------------------------------------------- */
-
-/* A run fired `late` ns after it was due: count it, in both windows. */
-void lhwt_record_fired(struct timer *T, int64_t late);
-/* A dispatch spent `ns` running callbacks. */
-void lhwt_record_cb_time(struct timer *T, int64_t ns);
-
-/* A dispatched callback took `ns` (coarse clock): keep the longest. Inline:
- * once a callback. */
-static inline void record_cb_max(struct timer *T, int64_t ns)
-{
-	if (ns > T->life.cb_max) T->life.cb_max = ns;
-	if (ns > T->window.cb_max) T->window.cb_max = ns;
-}
-
-/* ---- the methods of each file, registered by luaopen_hwtimer_core ------------------------ */
-
-extern const luaL_Reg lhwt_timer_methods[], lhwt_timer_metamethods[];
-extern const luaL_Reg lhwt_dispatch_timer_methods[], lhwt_stats_timer_methods[];
-extern const luaL_Reg lhwt_timeout_methods[];
-
-#if defined(__GNUC__)
-#pragma GCC visibility pop
-#endif
+HWT_HIDDEN_END
 
 #endif

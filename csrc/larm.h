@@ -1,0 +1,86 @@
+/*
+ * larm.h: arming (larm.c): pins, putting a timeout's node on the wheel,
+ * delays and periods, the pending cap, a node's task, and the schedule that
+ * timer:schedule and timer:every share. Above lbase.h; the object files
+ * (ltimer.c, ltimeout.c, ldispatch.c) use it.
+ */
+#ifndef HWT_LARM_H
+#define HWT_LARM_H
+
+#include "lbase.h"
+
+HWT_HIDDEN_BEGIN
+
+/* How a periodic timeout repeats (timer:every's first argument). */
+struct period {
+	int64_t interval; /* ns */
+	int advanced;     /* given as a table: rate and jitter apply */
+	int rate;         /* fixed rate (from each period's start), else fixed delay */
+	int has_first;    /* `first` given: the first run's delay */
+	int64_t first;    /* ns */
+	lua_Number jitter;
+};
+
+/* ---- larm.c ------------------------------------------------------------------ */
+
+/* Push pin slot `slot` on the free stack, growing it (if it cannot grow, the
+ * slot is simply never reused); nothing once stopped (the stack is freed). */
+void lhwt_free_pin(struct timer *T, uint32_t slot);
+/* Call the host's wakeup hook (timer at ud) and clear the request. */
+void lhwt_wake_host(lua_State *L, struct timer *T, int ud);
+/* A delay (>= 0) or, if periodic, an interval (> 0) in seconds at idx, as ns. */
+int64_t lhwt_check_delay(lua_State *L, int idx, int periodic);
+/* Read an advanced period's table (on top; popped) into p; returns its start. */
+int64_t lhwt_read_period(lua_State *L, struct period *p);
+/* Arm the next run of the periodic timeout `n` (pinned in mt); `now`: the clock. */
+void lhwt_next_period(lua_State *L, struct timer *T, int mt, struct hwt_node *n, int64_t now);
+/* Push nil, message and return 2 if max_pending refuses one more; else 0. */
+int lhwt_refuse_over_cap(lua_State *L, struct timer *T);
+
+/* Push the arguments of `n`'s callback (handle at h); returns how many. */
+int lhwt_push_args(lua_State *L, struct hwt_node *n, int h);
+/* Push the callback and the arguments of `n` (handle at h); returns how many. */
+int lhwt_push_task(lua_State *L, struct hwt_node *n, int h);
+/* timer:schedule (periodic 0) and timer:every (1): arguments from 1 on. */
+int lhwt_schedule(lua_State *L, int periodic);
+
+/* ---- pins: what keeps pending handles alive (inline: schedule, cancel and
+ * every callback pass here) ------------------------------------------------------- */
+
+/* Pin the handle at `h` in the handle metatable at `mt`, reusing a free slot. */
+static inline void lhwt_pin(lua_State *L, struct timer *T, int mt, int h, struct hwt_node *n)
+{
+	PIN(n) = T->nfree ? T->free_pins[--T->nfree] : ++T->npins;
+	lua_pushvalue(L, h);
+	lua_rawseti(L, mt, (lua_Integer)PIN(n));
+}
+
+/* Unpin `n`: one table write; its slot goes on the free stack. */
+static inline void lhwt_unpin(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
+{
+	lua_pushnil(L);
+	lua_rawseti(L, mt, (lua_Integer)PIN(n));
+	if (T->nfree < T->free_cap && !T->stopped)
+		T->free_pins[T->nfree++] = PIN(n);
+	else
+		lhwt_free_pin(T, PIN(n));
+	PIN(n) = 0;
+}
+
+/* Cancelled: leave the pending state and the pins at once; the timeout
+ * whose callback is running stays pinned until finish_current. */
+static inline void lhwt_cancel_node(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
+{
+	if (run_armed(T, n)) {
+		COUNT(T, cancelled);
+		T->runs_pending--;
+	}
+	set_state(n, CANCELLED);
+	T->pending--;
+	if (n != T->current)
+		lhwt_unpin(L, T, mt, n);
+}
+
+HWT_HIDDEN_END
+
+#endif
