@@ -185,7 +185,8 @@ static lua_Integer run_due(lua_State *L, struct timer *T, lua_Integer max)
 	 * expire itself, the start for the lateness stats (a timeout the worker
 	 * made due a moment after it counts as 0 late) and for cb_time; once at
 	 * its end. The coarse clock (a few ns) times each callback for cb_max:
-	 * the precise one, ~25 ns a read, cost W2c a third of its rate. */
+	 * the precise one costs several times as much a read, a large share of
+	 * a callback's budget in a burst (W2c). */
 	T->batch_now = hwt_clock_ns();
 	hwt_worker_take(&T->w, &T->local, T->batch_now);
 	hwt_list_splice(&T->batch, &T->local); /* callbacks' new timeouts wait */

@@ -47,11 +47,10 @@ static void signal_due(struct hwt_worker *w)
 }
 
 /* Node moves per locked step of drain work: neither an expiry nor the host
- * waits longer than one step. Measured in W2b (a span of ~100,000 timeouts
- * moved down a level every 512 ms, a cold heap): 512 moves took 40 us at the
- * median, 130-190 us at p99 and up to 0.73 ms, the host's take waiting on
- * the lock up to 0.43 ms; a quarter of that bounds the wait a quarter as
- * long, for more lock rounds in the background (~1,600 steps a span). */
+ * waits longer than one step, so a step is kept short (a step four times as
+ * long made the host's take wait on the lock four times as long), at the
+ * price of more lock rounds in the background (docs/internals.md,
+ * "Measurements behind the code"). */
 #define WORK_CHUNK 128
 
 /* Called with the lock held: the wheel's next event, for the driver. */

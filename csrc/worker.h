@@ -26,10 +26,9 @@
 #pragma GCC visibility push(hidden)
 #endif
 
-/* `gap` keeps the wheel where it was when each worker had its own condition
- * variable and thread (the 56 bytes they took): with the wheel right after
- * the lock, or 48 bytes after it, W1's cancel measured 13-20 ns slower
- * (Lua 5.4, x86-64; interleaved runs), with nothing else changed. */
+/* `gap` keeps the wheel 56 bytes after the lock, where it measured fastest
+ * for cancel (the wheel's head and the lock on separate cache lines; see
+ * docs/internals.md, "Measurements behind the code"). */
 struct hwt_worker {
 	pthread_mutex_t mu;     /* guards the wheel, wake_at and signalled */
 	char gap[56];

@@ -4,24 +4,22 @@
  * In WAL mode a commit appends to the -wal file; a checkpoint copies those
  * pages back into the database and fsyncs it. SQLite runs one inline after
  * the commit that takes the WAL past 1,000 pages, on the committing thread:
- * 5-15 ms here, every ~400 commits of a durable queue under load, which was
- * the whole of its lateness tail (p99 7-9 ms against 1.5-2.3 without).
+ * a stall long enough to be the whole of a durable queue's lateness tail
+ * (docs/internals.md, "Measurements behind the code").
  *
  * So the commit hook asks this thread, which checkpoints PASSIVE (never
  * blocking a writer or a reader). That copies the bulk. But the WAL only
  * starts over from its beginning when a write begins with every frame
  * copied, and a host that commits without pause always appends a few
- * frames while the thread copies: the WAL would grow without end (350 MB
- * after 20,000 back-to-back schedules). A host that pauses (a loop that
+ * frames while the thread copies: the WAL would grow without end. A host
+ * that pauses (a loop that
  * claims every few ms) lets a round catch up and the WAL start over; one
  * that never does takes the WAL to FINISH_FACTOR times the mark, and then
  * the hook checkpoints inline, the frames since the last round only, but
- * with its fsync (7-10 ms here): one stall per ~4,000 back-to-back commits
- * where SQLite's own took one per ~250. The bound is a bound: a commit that
- * reaches it while the thread's round runs waits for that round to end
- * first (one checkpoint runs at a time), or a slow disk lets the host
- * append for as long as the round lasts (a CI machine's WAL reached 17,100
- * pages).
+ * with its fsync: a stall many times rarer than SQLite's own. The bound is a
+ * bound: a commit that reaches it while the thread's round runs waits for
+ * that round to end first (one checkpoint runs at a time); otherwise a slow
+ * disk would let the host append for as long as the round lasts.
  */
 #include <pthread.h>
 #include <stdlib.h>

@@ -214,8 +214,8 @@ end
 
 -- Hold `key` in the wheel until `ready` (epoch seconds on the store's
 -- clock). A timer that refuses (max_pending) leaves the job to the sweep.
--- `now` is read for each job: loading a window of 20,000 takes ~30 ms, and
--- a `now` read once before it made the last ones that much late.
+-- `now` is read for each job: loading a large window takes long enough that
+-- a `now` read once before it made the last ones late by as much.
 local function load(self, key, ready)
   if self._loaded[key] then return end
   local t = later(self, max(0, ready - self._now()), fire, self, key, ready)
@@ -342,7 +342,7 @@ end
 -- After a pass the acknowledgements wait up to `ack_delay` for the next claim,
 -- which writes them in its own transaction or script call: one store round
 -- trip a pass instead of two while jobs come due every few milliseconds
--- (Redis, 20,000 jobs due in a second: lateness p99 3.2-6.6 -> 2.2-4.8 ms).
+-- (docs/internals.md, "Measurements behind the code").
 -- Until written the jobs stay leased, in flight; the methods that read jobs
 -- (get, pending, dead, cancel) and close write them first. At an nginx
 -- worker's exit this timeout is called cancelled, and still writes them.

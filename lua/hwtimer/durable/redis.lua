@@ -167,9 +167,9 @@ end
 -- somewhere between our send and our receipt. Each reply bounds the offset
 -- of the server's clock from ours (TIME - receipt <= offset <= TIME - send);
 -- the bounds kept are the tightest seen, each widened by a drift of 500 ppm
--- since, and the offset is their middle. Taking the receipt alone made the
--- clock as late as a long script (a batch of 1,000: 6 ms), and every job
--- loaded with it fired that much late.
+-- since, and the offset is their middle. Taking the receipt alone would make
+-- the clock as late as a long script (a large batch) took, and every job
+-- loaded with it would fire that much late.
 local DRIFT = 5e-4
 
 function E:sync(res, err, sent)

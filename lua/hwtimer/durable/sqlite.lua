@@ -162,7 +162,7 @@ local function connect(o)
     "; CREATE TEMP TABLE hwtimer_handled (kind TEXT PRIMARY KEY)")
   if not ok then return refuse(db, o.path, err) end
   -- Checkpoints on a thread of their own (csrc/durable/checkpoint.c): inline
-  -- they stalled the loop 5-15 ms every ~400 commits. If the thread cannot
+  -- each one stalls the loop for a copy and an fsync. If the thread cannot
   -- start, SQLite's own inline checkpoint stays.
   db:checkpoint_in_background(CHECKPOINT_PAGES)
   local st = {}
