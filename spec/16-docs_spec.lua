@@ -108,7 +108,7 @@ describe("API reference (README.md and docs/*.md)", function()
       { "lua/hwtimer/ngx.lua", "^function M%.([%w_]+)", 'require("hwtimer.ngx").%s(' },
       { "lua/hwtimer/ngx.lua", "^function D:(%a[%w_]*)", "d:%s(" },
       { "lua/hwtimer/durable.lua", "^function M%.([%w_]+)", "durable.%s(" },
-      { "lua/hwtimer/durable.lua", "^function Q:(%a[%w_]*)", "q:%s(" }, -- not __tostring
+      { "lua/hwtimer/durable.lua", "^function Queue:(%a[%w_]*)", "q:%s(" }, -- not __tostring
     }
     local seen = 0
     for _, m in ipairs(modules) do

@@ -139,12 +139,12 @@ end
 -- The queue object
 ---------------------------------------------------------------------------
 
-local Q = {}
-Q.__index = Q
-Q.__name = "hwtimer.durable"
+local Queue = {}
+Queue.__index = Queue
+Queue.__name = "hwtimer.durable"
 
 local function live(self, fname)
-  if getmetatable(self) ~= Q then
+  if getmetatable(self) ~= Queue then
     error(string.format("calling '%s' on bad self (hwtimer.durable expected, got %s)", fname, type_name(self)), 3)
   end
   if self._closed then error("attempt to use a closed queue", 3) end
@@ -504,7 +504,7 @@ function M.open(timer, opts)
     _now = function() return engine:now() end,
     _closed = false, _handlers = {}, _loaded = {}, _acks = {}, _next_sweep = 0, _loaded_until = 0,
     _quiet_until = -huge, _held_back = 0,
-  }, Q)
+  }, Queue)
   local now = self._now()
   local rows, n = engine:range(now, now + o.window)
   if not rows then
@@ -523,7 +523,7 @@ end
 --- engine = durable.engine(q): the queue's engine (hwtimer.durable.engine),
 -- for tests and tools that look at the store itself.
 function M.engine(q)
-  if getmetatable(q) ~= Q then argerror(1, "engine", "hwtimer.durable expected, got " .. type_name(q)) end
+  if getmetatable(q) ~= Queue then argerror(1, "engine", "hwtimer.durable expected, got " .. type_name(q)) end
   return q._engine
 end
 
@@ -532,7 +532,7 @@ end
 ---------------------------------------------------------------------------
 
 --- q:handle(kind, fn): fn(job) runs the jobs of `kind` in this process.
-function Q:handle(kind, fn)
+function Queue:handle(kind, fn)
   live(self, "handle")
   if not name(kind) then argerror(1, "handle", "non-empty string expected, got " .. type_name(kind)) end
   if fn ~= nil and not callable(fn) then argerror(2, "handle", "function expected, got " .. type_name(fn)) end
@@ -575,7 +575,7 @@ local function put(self, fname, kind, when, relative, payload, opts, every)
 end
 
 --- id, err = q:schedule(kind, delay, [payload], [opts])
-function Q:schedule(kind, delay, payload, opts)
+function Queue:schedule(kind, delay, payload, opts)
   if type(self) ~= "table" or self._closed ~= false then live(self, "schedule") end -- live(), inline
   if type(delay) ~= "number" or not (delay > -huge and delay <= 1e9) then -- NaN fails too
     argerror(2, "schedule", "finite number of seconds up to 1e9 expected, got " ..
@@ -585,7 +585,7 @@ function Q:schedule(kind, delay, payload, opts)
 end
 
 --- id, err = q:at(kind, epoch_seconds, [payload], [opts])
-function Q:at(kind, when, payload, opts)
+function Queue:at(kind, when, payload, opts)
   live(self, "at")
   if not finite(when) then
     argerror(2, "at", "finite number expected, got " .. shown(when))
@@ -594,7 +594,7 @@ function Q:at(kind, when, payload, opts)
 end
 
 --- id, err = q:every(kind, interval, [payload], [opts])
-function Q:every(kind, interval, payload, opts)
+function Queue:every(kind, interval, payload, opts)
   live(self, "every")
   if not span(interval) then
     argerror(2, "every", "positive number of seconds up to 1e9 expected, got " ..
@@ -604,7 +604,7 @@ function Q:every(kind, interval, payload, opts)
 end
 
 --- ok, err = q:batch(fn): fn(q) schedules, cancels ... in one transaction.
-function Q:batch(fn)
+function Queue:batch(fn)
   live(self, "batch")
   if not callable(fn) then argerror(1, "batch", "function expected, got " .. type_name(fn)) end
   if self._batching then -- nested: part of the outer one, if it is this coroutine's
@@ -641,7 +641,7 @@ local function skip_in_pass(self, id)
 end
 
 --- ok = q:cancel(id)
-function Q:cancel(id)
+function Queue:cancel(id)
   live(self, "cancel")
   if not name(id) then argerror(1, "cancel", "non-empty string expected, got " .. type_name(id)) end
   if other_batch(self) then return nil, BATCH_BUSY end
@@ -664,7 +664,7 @@ function Q:cancel(id)
 end
 
 --- job = q:get(id)
-function Q:get(id)
+function Queue:get(id)
   live(self, "get")
   if not name(id) then argerror(1, "get", "non-empty string expected, got " .. type_name(id)) end
   settle(self)
@@ -672,21 +672,21 @@ function Q:get(id)
 end
 
 --- n = q:pending()
-function Q:pending()
+function Queue:pending()
   live(self, "pending")
   settle(self)
   return self._engine:pending()
 end
 
 --- list = q:dead()
-function Q:dead()
+function Queue:dead()
   live(self, "dead")
   settle(self)
   return self._engine:dead()
 end
 
 --- q:close(): writes what ran, lets go of the timer's timeouts and the store.
-function Q:close()
+function Queue:close()
   if self._closed then return end
   if not self._running then flush_acks(self) end
   self._closed = true
@@ -699,7 +699,7 @@ function Q:close()
   self._engine:close()
 end
 
-function Q:__tostring()
+function Queue:__tostring()
   if self._closed then return "hwtimer.durable (closed)" end
   local n = 0
   for _, _ in pairs(self._loaded) do n = n + 1 end

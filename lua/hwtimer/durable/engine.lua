@@ -31,10 +31,10 @@
 -- raises for a store error.
 --
 -- The module:
---   E.OPTIONS        the engine's own options, { name = { default, check,
+--   Engine.OPTIONS        the engine's own options, { name = { default, check,
 --                    what is expected } } (hwtimer.check's form); the front
 --                    checks them with its own.
---   E.open(o, owner) o: the checked options (the front's and the engine's);
+--   Engine.open(o, owner) o: the checked options (the front's and the engine's);
 --                    owner: this process's lease holder id. -> engine
 -- (Job ids and owners are made by the front, hwtimer.durable.ids.)
 -- An engine `e`:
@@ -80,11 +80,11 @@ M.METHODS = { "now", "close", "put", "cancel", "get", "pending", "dead", "handle
               "rollback", "range", "changes", "probe", "claim", "ack", "renew" }
 
 --- What an engine module lacks, as a message; nil when it has everything.
-function M.missing(E)
-  if type(E.open) ~= "function" then return "engine module without open()" end
-  if E.OPTIONS ~= nil and type(E.OPTIONS) ~= "table" then return "engine module whose OPTIONS is not a table" end
+function M.missing(Engine)
+  if type(Engine.open) ~= "function" then return "engine module without open()" end
+  if Engine.OPTIONS ~= nil and type(Engine.OPTIONS) ~= "table" then return "engine module whose OPTIONS is not a table" end
   for _, m in ipairs(M.METHODS) do
-    if type(E[m]) ~= "function" then return "engine module without method " .. m .. "()" end
+    if type(Engine[m]) ~= "function" then return "engine module without method " .. m .. "()" end
   end
   return nil
 end

@@ -21,8 +21,8 @@ local scripts = require("hwtimer.durable.redis_scripts")
 local floor, ceil, format = math.floor, math.ceil, string.format
 local concat = table.concat
 
-local E = {}
-E.__index = E
+local Engine = {}
+Engine.__index = Engine
 
 local function callable(v)
   if type(v) == "function" then return true end
@@ -41,13 +41,13 @@ local function redis_client(v)
 end
 
 -- This engine's options (hwtimer.durable.engine): `redis` selects it.
-E.OPTIONS = {
+Engine.OPTIONS = {
   redis = { nil, redis_client, "Redis client (with evalsha and script methods) or function" },
   prefix = { "hwtimer", function(v) return type(v) == "string" and #v > 0 end, "non-empty string" },
 }
 
 -- The clock the window runs on: the timer's monotonic clock, corrected by
--- the server's TIME from every reply (see E:sync).
+-- the server's TIME from every reply (see Engine:sync).
 local mono
 do
   local ok, core = pcall(require, "hwtimer.core")
@@ -120,7 +120,7 @@ end
 -- nginx's pool after each command and is taken again for the next: a
 -- cosocket belongs to the request or timer context that made it, and the
 -- jobs run in many.
-function E:command(method, ...)
+function Engine:command(method, ...)
   local c, err = client(self)
   if not c then return nil, err, false end
   local ok, res, e = pcall(c[method], c, ...)
@@ -144,7 +144,7 @@ end
 -- Run script `name` with the queue's four keys and `...` as ARGV. Loaded
 -- on first use, again after NOSCRIPT (a restarted or flushed server), and
 -- sent whole with EVAL when even that fails.
-function E:run(name, ...)
+function Engine:run(name, ...)
   local k = self.keys
   local sha = self.sha[name]
   local res, err, sent
@@ -172,7 +172,7 @@ end
 -- loaded with it would fire that much late.
 local DRIFT = 5e-4
 
-function E:sync(res, err, sent)
+function Engine:sync(res, err, sent)
   if not res then return nil, err end
   local got, server = mono(), tonumber(res[1]) / 1e6
   local lo, hi = server - got, server - sent
@@ -187,21 +187,21 @@ function E:sync(res, err, sent)
 end
 
 --- The server's clock, as this process estimates it (epoch seconds).
-function E:now() return mono() + self.offset end
+function Engine:now() return mono() + self.offset end
 
 ---------------------------------------------------------------------------
 -- Opening
 ---------------------------------------------------------------------------
 
 --- eng, err = engine.open(o, owner): o are the front's checked options.
-function E.open(o, owner)
+function Engine.open(o, owner)
   local base = "{" .. o.prefix .. ":" .. o.queue .. "}"
   local self = setmetatable({
     name = "redis " .. base, owner = owner, sha = {}, kinds = {}, handled = {},
     offset = 0, offset_lo = -math.huge, offset_hi = math.huge, synced_at = mono(),
     claimed_until = 0,
     keys = { base .. ":j", base .. ":kinds", base .. ":dead", base .. ":meta" },
-  }, E)
+  }, Engine)
   if type(o.redis) == "function" or (getmetatable(o.redis) and not o.redis.evalsha) then
     self.connect = o.redis
   else
@@ -213,7 +213,7 @@ function E.open(o, owner)
   return self
 end
 
-function E:close() self.closed = true end
+function Engine:close() self.closed = true end
 
 ---------------------------------------------------------------------------
 -- Jobs
@@ -240,7 +240,7 @@ end
 
 -- Store one job (in a batch: keep it for the commit, returning true).
 -- `fresh`: the front made the id, so no job has it (nothing to replace).
-function E:put(id, kind, payload, when, relative, every, fresh)
+function Engine:put(id, kind, payload, when, relative, every, fresh)
   if self.batch then
     job_put_fields(self.batch, id, kind, payload, when, relative, every, fresh)
     return true
@@ -253,7 +253,7 @@ function E:put(id, kind, payload, when, relative, every, fresh)
   return due, due / 1e6
 end
 
-function E:cancel(id)
+function Engine:cancel(id)
   local res, err = self:run("cancel", id, self.owner)
   if not res then return nil, err end
   if res[2] == "leased" then return false, tonumber(res[3]) / 1e6 end
@@ -271,20 +271,20 @@ local function job_of(res, i, id)
   }
 end
 
-function E:get(id)
+function Engine:get(id)
   local res, err = self:run("get", id)
   if not res then return nil, err end
   if #res < 2 then return nil end
   return job_of(res, 2, id)
 end
 
-function E:pending()
+function Engine:pending()
   local res, err = self:run("pending")
   if not res then return nil, err end
   return tonumber(res[2])
 end
 
-function E:dead()
+function Engine:dead()
   local res, err = self:run("dead")
   if not res then return nil, err end
   local list = {}
@@ -292,7 +292,7 @@ function E:dead()
   return list
 end
 
-function E:handle(kind, on)
+function Engine:handle(kind, on)
   self.claimed_until = 0 -- the last claim did not take this kind
   if on and not self.handled[kind] then
     self.handled[kind] = true
@@ -308,12 +308,12 @@ end
 
 -- q:batch: the jobs go in one `put` call at the commit, atomic (all or
 -- none); a cancel inside the batch is sent at once.
-function E:begin(hi)
+function Engine:begin(hi)
   self.batch, self.batch_hi = {}, hi
   return true
 end
 
-function E:commit()
+function Engine:commit()
   local parts, hi = self.batch, self.batch_hi
   self.batch = nil
   if #parts == 0 then return {} end
@@ -327,7 +327,7 @@ function E:commit()
   return reload
 end
 
-function E:rollback() self.batch = nil end
+function Engine:rollback() self.batch = nil end
 
 ---------------------------------------------------------------------------
 -- The window's reads
@@ -343,7 +343,7 @@ local function rows_of(res, from, to, hi)
 end
 
 -- Jobs with lo < ready < hi, as { key, ready } (one per distinct time).
-function E:range(lo, hi)
+function Engine:range(lo, hi)
   local res, err = self:run("range", format("%.0f", floor(lo * 1e6)), us(hi))
   if not res then return nil, err end
   local rows = {}
@@ -356,7 +356,7 @@ end
 
 -- The poll: the earliest ready time among the handled kinds, when it is
 -- inside the window (the front skips what it holds already).
-function E:changes(hi)
+function Engine:changes(hi)
   if #self.kinds == 0 then return nil end
   local res, err = self:run("peek", (table.unpack or unpack)(self.kinds))
   if not res then return nil, err end
@@ -368,7 +368,7 @@ end
 -- Worth a claim? Not for a timeout whose ready time the last claim had
 -- reached already (it took every due job of the handled kinds then): many
 -- jobs due within one tick make one script call, not one each.
-function E:probe(_, ready)
+function Engine:probe(_, ready)
   return not ready or ready > self.claimed_until
 end
 
@@ -389,7 +389,7 @@ local function acks_blob(acks)
   return blob(parts)
 end
 
-function E:ack(acks, hi)
+function Engine:ack(acks, hi)
   local res, err = self:run("ack", self.owner, acks_blob(acks))
   if not res then return nil, err end
   return rows_of(res, 2, #res, hi)
@@ -397,7 +397,7 @@ end
 
 -- Extend the lease of the claimed rows to `lease` seconds from now (the
 -- server's); returns the set of the ids still ours.
-function E:renew(rows, lease)
+function Engine:renew(rows, lease)
   local parts = {}
   for i = 1, #rows do
     local n = #parts
@@ -412,7 +412,7 @@ end
 
 -- Claim what is due by the server's clock (the front's cutoff is not
 -- used: a client's clock never makes a job early), writing `acks` first.
-function E:claim(acks, _, lease, batch, hi)
+function Engine:claim(acks, _, lease, batch, hi)
   if #self.kinds == 0 and #acks == 0 then return {}, 0, {} end
   local res, err = self:run("claim", self.owner, acks_blob(acks), us(lease), tostring(batch),
     (table.unpack or unpack)(self.kinds))
@@ -437,4 +437,4 @@ function E:claim(acks, _, lease, batch, hi)
   return rows, #rows, reload
 end
 
-return E
+return Engine

@@ -15,11 +15,11 @@ local sqlite = require("hwtimer.sqlite")
 
 local floor, max = math.floor, math.max
 
-local E = {}
-E.__index = E
+local Engine = {}
+Engine.__index = Engine
 
 -- This engine's options (hwtimer.durable.engine): `path` selects it.
-E.OPTIONS = {
+Engine.OPTIONS = {
   path = { nil, function(v) return type(v) == "string" and #v > 0 end, "non-empty string" },
   sync = { "normal", function(v) return v == "normal" or v == "full" end, "'normal' or 'full'" },
   busy_timeout = { 5, function(v) return type(v) == "number" and v >= 0 and v <= 86400 end,
@@ -49,7 +49,7 @@ CREATE UNIQUE INDEX hwtimer_jobs_id ON hwtimer_jobs (queue, id);
 CREATE INDEX hwtimer_jobs_ready ON hwtimer_jobs (queue, ready) WHERE dead = 0;
 ]]
 
-E.SCHEMA = SCHEMA
+Engine.SCHEMA = SCHEMA
 
 -- The statements, prepared once per queue.
 local SQL = {
@@ -92,7 +92,7 @@ local SQL = {
 }
 
 local now = sqlite.now
-E.now = now
+Engine.now = now
 
 local function job_of(id, kind, payload, due, attempt, every, dead, err, owner)
   return { id = id, kind = kind, payload = payload, due = due, attempt = attempt,
@@ -174,17 +174,17 @@ local function connect(o)
 end
 
 --- eng, err = engine.open(o, owner): o are the front's checked options.
-function E.open(o, owner)
+function Engine.open(o, owner)
   local db, st = connect(o)
   if not db then return nil, st end
   local self = setmetatable({ db = db, st = st, queue = o.queue, owner = owner,
-                              name = o.path, version = nil, seen = 0, insert = st.insert }, E)
+                              name = o.path, version = nil, seen = 0, insert = st.insert }, Engine)
   self.version = st.data_version:first()
   self.seen = st.max_seq:first() or 0
   return self
 end
 
-function E:close() self.db:close() end
+function Engine:close() self.db:close() end
 
 ---------------------------------------------------------------------------
 -- Jobs
@@ -193,7 +193,7 @@ function E:close() self.db:close() end
 -- Store one job due at `when` (a delay from now when `relative`); returns
 -- its key (seq) for the window and its due time; inside a batch, true (the
 -- commit returns its mark).
-function E:put(id, kind, payload, when, relative, every)
+function Engine:put(id, kind, payload, when, relative, every)
   local due = relative and now() + when or when
   local n, seq = self.insert:run(self.queue, id, kind, payload, due, every)
   if not n then return nil, seq end
@@ -205,7 +205,7 @@ function E:put(id, kind, payload, when, relative, every)
   return seq, due
 end
 
-function E:cancel(id)
+function Engine:cancel(id)
   local seq, err = self.st.cancel:first(self.queue, id, self.owner, sqlite.now())
   if seq == nil and err then return nil, err end
   if seq then return seq end
@@ -215,15 +215,15 @@ function E:cancel(id)
   return false, until_
 end
 
-function E:get(id)
+function Engine:get(id)
   local r = { self.st.get:first(self.queue, id) }
   if r[1] == nil then return nil, r[2] end
   return job_of(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
 end
 
-function E:pending() return self.st.pending:first(self.queue) end
+function Engine:pending() return self.st.pending:first(self.queue) end
 
-function E:dead()
+function Engine:dead()
   local rows, n = self.st.dead:rows(self.queue)
   if not rows then return nil, n end
   local list = {}
@@ -234,13 +234,13 @@ function E:dead()
   return list
 end
 
-function E:handle(kind, on)
+function Engine:handle(kind, on)
   return (on and self.st.handle or self.st.unhandle):run(kind)
 end
 
 -- q:batch: one transaction; the marks of its jobs before hi come back from
 -- the commit.
-function E:begin(hi)
+function Engine:begin(hi)
   local ok, err = self.st.begin:run()
   if ok then self.marks, self.marks_hi = {}, hi end
   return ok, err
@@ -252,7 +252,7 @@ local function commit(self)
   return ok, err
 end
 
-function E:commit()
+function Engine:commit()
   local marks = self.marks
   self.marks = nil
   local ok, err = commit(self)
@@ -260,7 +260,7 @@ function E:commit()
   return marks
 end
 
-function E:rollback()
+function Engine:rollback()
   self.marks = nil
   if not self.db:autocommit() then self.st.rollback:run() end
 end
@@ -270,11 +270,11 @@ end
 ---------------------------------------------------------------------------
 
 -- Rows with lo < ready < hi: { {key, ready}, ... }, n.
-function E:range(lo, hi) return self.st.range:rows(self.queue, lo, hi) end
+function Engine:range(lo, hi) return self.st.range:rows(self.queue, lo, hi) end
 
 -- Rows other connections wrote since the last look, ready before `hi`;
 -- nil when nothing changed.
-function E:changes(hi)
+function Engine:changes(hi)
   local st = self.st
   local v = st.data_version:first()
   if not v or v == self.version then return nil end
@@ -288,7 +288,7 @@ function E:changes(hi)
 end
 
 -- Is anything of a handled kind due by `cutoff`? (A claim takes the write lock.)
-function E:probe(cutoff) return self.st.probe:first(self.queue, cutoff) ~= nil end
+function Engine:probe(cutoff) return self.st.probe:first(self.queue, cutoff) ~= nil end
 
 ---------------------------------------------------------------------------
 -- Claim and acknowledge
@@ -331,7 +331,7 @@ local function write_acks(self, acks, hi, reload)
 end
 
 -- Acknowledge alone, in a transaction of its own; returns the reload list.
-function E:ack(acks, hi)
+function Engine:ack(acks, hi)
   local st, reload = self.st, {}
   local ok, err = st.begin:run()
   if ok then
@@ -345,7 +345,7 @@ end
 -- Extend the lease of the claimed rows to `lease` seconds from now, in one
 -- transaction; returns the set of the ids still ours (a row another process
 -- reclaimed, or that was cancelled or replaced, is not).
-function E:renew(rows, lease)
+function Engine:renew(rows, lease)
   local st, kept = self.st, {}
   local ok, err = st.begin:run()
   if not ok then return nil, err end
@@ -367,7 +367,7 @@ end
 
 -- Claim up to `batch` rows due by `cutoff` in the transaction that also
 -- writes `acks`.
-function E:claim(acks, cutoff, lease, batch, hi)
+function Engine:claim(acks, cutoff, lease, batch, hi)
   local st, reload = self.st, {}
   local ok, err = st.begin:run()
   if not ok then return nil, err end
@@ -386,4 +386,4 @@ function E:claim(acks, cutoff, lease, batch, hi)
   return rows, n, reload
 end
 
-return E
+return Engine
