@@ -2,6 +2,8 @@
 -- started on a loopback port with its own prefix and config, always stopped
 -- after. Requests schedule 10,000 timeouts (a quarter cancelled); a later
 -- request reads back how many fired and how many were cancelled: both exact.
+-- Then what the glue adds to the timer: its options' messages, its error
+-- lines, and the timer methods its object forwards (count, for retry).
 -- nginx runs LuaJIT, so this runs in the LuaJIT spec run, where the module
 -- built for LuaJIT is on HWT_NGX_CPATH.
 local N = require("spec.nginx")
@@ -20,6 +22,9 @@ http {
       timer = assert(require("hwtimer.ngx").new({ tick = 0.001 })),
       scheduled = 0, cancelled = 0, fired = 0, early = 0, twice = 0, seen = {},
     }
+    package.loaded.hwt_broken = assert(require("hwtimer.ngx").new({
+      on_error = function() error("handler broke") end,
+    }))
   }
   server {
     listen 127.0.0.1:@PORT@;
@@ -55,6 +60,47 @@ http {
     }
     location = /beats {
       content_by_lua_block { ngx.say(package.loaded.hwt_state.beats or -1) }
+    }
+    location = /options {   # the messages of new's argument checks, one a line
+      content_by_lua_block {
+        local new = require("hwtimer.ngx").new
+        local cases = {
+          { { max_runners = -1 } }, { { min_runners = 4, max_runners = 2 } }, { "x" },
+          { nil, 0 }, { { slice = 0 / 0 } }, { { ticks = 1 } },
+        }
+        for _, c in ipairs(cases) do
+          local ok, err = pcall(new, c[1], c[2])
+          ngx.say(ok and "accepted" or (tostring(err):gsub("^[^\n]-:%d+: ", "")))
+        end
+      }
+    }
+    location = /raise {   # a callback that raises: to the default on_error, or to one that raises too
+      content_by_lua_block {
+        local d = ngx.var.arg_broken and package.loaded.hwt_broken or package.loaded.hwt_state.timer
+        d:schedule(0.001, function() error("kaput") end)
+        ngx.say("ok")
+      }
+    }
+    location = /errors {
+      content_by_lua_block {
+        ngx.say(package.loaded.hwt_state.timer:stats().errors, " ",
+                package.loaded.hwt_broken:stats().errors)
+      }
+    }
+    location = /retry {   # hwtimer.retry on the glue's object: an attempt fails, the next succeeds
+      content_by_lua_block {
+        local st = package.loaded.hwt_state
+        local n = 0
+        assert(require("hwtimer").retry(st.timer, function() n = n + 1 return n >= 2 end,
+          { delay = 0.005, jitter = 0, on_success = function(_, attempt) st.retried = attempt end }))
+        ngx.say("ok")
+      }
+    }
+    location = /retry_stats {
+      content_by_lua_block {
+        local st, s = package.loaded.hwt_state, package.loaded.hwt_state.timer:stats()
+        ngx.say(st.retried or -1, " ", s.retry_started, " ", s.retry_succeeded, " ", s.retry_failed)
+      }
     }
     location = /stats {
       content_by_lua_block {
@@ -124,6 +170,45 @@ describe("OpenResty: hwtimer.ngx in a real nginx", function()
       socket.sleep(0.02)
     end
     assert.equal(5, beats)
+  end)
+
+  it("new() names a bad argument as hwtimer.new does", function()
+    local status, body = get(port, "/options")
+    assert.equal(200, status, body)
+    assert.equal(table.concat({
+      "bad argument #1 to 'new' (option 'max_runners': non-negative number expected)",
+      "bad argument #1 to 'new' (option 'max_runners': at least 1 and min_runners expected)",
+      "bad argument #1 to 'new' (table expected, got string)",
+      "bad argument #2 to 'new' (positive number of seconds expected)",
+      "bad argument #1 to 'new' (option 'slice': non-negative number expected)",
+      "bad argument #1 to 'new' (unknown option 'ticks')",
+    }, "\n") .. "\n", body)
+  end)
+
+  it("logs a callback's error, and an on_error's own, as timer:dispatch() does; both count", function()
+    assert.equal(200, (get(port, "/raise")))
+    assert.equal(200, (get(port, "/raise?broken=1")))
+    local errors
+    for _ = 1, 100 do
+      errors = N.numbers(select(2, get(port, "/errors")))
+      if errors[1] >= 1 and errors[2] >= 1 then break end
+      socket.sleep(0.02)
+    end
+    assert.same({ 1, 1 }, errors)
+    local log = server.log()
+    assert.matches("hwtimer: error in timeout callback: [^\n]*kaput\nstack traceback:", log)
+    assert.matches("hwtimer: error in on_error: [^\n]*handler broke", log)
+  end)
+
+  it("forwards count: hwtimer.retry on the glue's object counts in its stats", function()
+    assert.equal(200, (get(port, "/retry")))
+    local s
+    for _ = 1, 100 do
+      s = N.numbers(select(2, get(port, "/retry_stats")))
+      if s[1] ~= -1 then break end
+      socket.sleep(0.02)
+    end
+    assert.same({ 2, 1, 1, 0 }, s)
   end)
 
   it("examples/openresty/nginx.conf runs as documented", function()

@@ -34,6 +34,8 @@
 -- "cancelled" and ngx.worker.exiting() true, at most exit_max of them within
 -- exit_time seconds; the rest are dropped with one log line.
 local hwtimer = require("hwtimer")
+local check = require("hwtimer.check")
+local R = require("hwtimer.runner")
 local semaphore = require("ngx.semaphore")
 
 local now = hwtimer.now
@@ -41,33 +43,34 @@ local M = {}
 local D = {}
 D.__index = D
 
-local GLUE_OPTIONS = {
-  min_runners = 1, max_runners = 64, runner_idle = 10, runner_runs = 1000, slice = 0.002,
-  max_wait = 1, exit_max = 10000, exit_time = 1,
-}
+local function non_negative(v) return type(v) == "number" and v >= 0 and v < math.huge end
 
-local function log_error(err, t, traceback)
-  ngx.log(ngx.ERR, "hwtimer: error in timeout callback: ", traceback or tostring(err),
-          " (", tostring(t), ")")
+-- The glue's own options, as hwtimer.check.options reads them; hwtimer.new
+-- checks the rest.
+local GLUE_OPTIONS = {}
+for k, default in pairs({ min_runners = 1, max_runners = 64, runner_idle = 10, runner_runs = 1000,
+                          slice = 0.002, max_wait = 1, exit_max = 10000, exit_time = 1 }) do
+  GLUE_OPTIONS[k] = { default, non_negative, "non-negative number" }
 end
 
--- Split opts into the timer's and the glue's (checked here: numbers >= 0).
+-- The default on_error. The timeout's name ends the line: nginx's error log
+-- mixes every worker's and request's lines.
+local function log_error(err, t, traceback)
+  ngx.log(ngx.ERR, R.callback_error(err, traceback), " (", tostring(t), ")")
+end
+
+-- Split opts into the timer's and the glue's (checked here); the max_wait
+-- argument, checked by new, counts where opts has none.
 local function split_options(opts, max_wait)
-  local timer_opts, glue = {}, {}
-  for k, v in pairs(GLUE_OPTIONS) do glue[k] = v end
-  if max_wait ~= nil then glue.max_wait = max_wait end
+  local timer_opts, given = {}, {}
   for k, v in pairs(opts) do
-    if GLUE_OPTIONS[k] ~= nil then
-      if type(v) ~= "number" or v ~= v or v < 0 or v == math.huge then
-        error(("bad argument #1 to 'new' (option '%s': non-negative number expected)"):format(k), 3)
-      end
-      glue[k] = v
-    else
-      timer_opts[k] = v
-    end
+    if GLUE_OPTIONS[k] ~= nil then given[k] = v else timer_opts[k] = v end
   end
+  local glue, err = check.options(given, GLUE_OPTIONS)
+  if not glue then check.argerror(1, "new", err, 3) end
+  if max_wait ~= nil and given.max_wait == nil then glue.max_wait = max_wait end
   if glue.max_runners < 1 or glue.max_runners < glue.min_runners then
-    error("bad argument #1 to 'new' (option 'max_runners': at least 1 and min_runners expected)", 3)
+    check.argerror(1, "new", "option 'max_runners': at least 1 and min_runners expected", 3)
   end
   if glue.max_wait < 0.001 then glue.max_wait = 0.001 end
   if glue.runner_idle < 0.001 then glue.runner_idle = 0.001 end
@@ -80,9 +83,10 @@ local spawn_runner
 
 -- Call cb(t, ...) protected, keeping a traceback for on_error. xpcall passes
 -- arguments on 5.2+ and LuaJIT, which is what nginx runs; LuaJIT's xpcall is
--- yieldable, so the callback may use cosockets.
-local function call(self, t, cb, ...)
-  if self.idle == 0 and not self.poked then
+-- yieldable, so the callback may use cosockets. At worker exit (premature)
+-- the timer is stopped: there is no done to report and no pool to grow.
+local function call(self, premature, t, cb, ...)
+  if not premature and self.idle == 0 and not self.poked then
     -- should this callback wait on I/O, the dispatcher looks at the pool as
     -- soon as it yields, not at its next 1 ms look (once per look)
     self.poked = true
@@ -93,14 +97,15 @@ local function call(self, t, cb, ...)
   self.inside = self.inside - 1
   if not ok then
     local ok2, err2 = pcall(self.on_error, err, t, self.traceback)
-    if not ok2 then ngx.log(ngx.ERR, "hwtimer: error in on_error: ", tostring(err2)) end
+    if not ok2 then ngx.log(ngx.ERR, R.on_error_error(err2)) end
   end
+  if premature then return end
   self.timer:done(t, ok)
 end
 
 local function run_one(self, t, ...)
   if not t then return false end
-  call(self, t, ...)
+  call(self, false, t, ...)
   return true
 end
 
@@ -208,18 +213,13 @@ end
 
 -- ---- worker exit ---------------------------------------------------------------
 
-local function call_premature(self, t, cb, ...)
-  local ok, err = xpcall(cb, self.handler, t, ...)
-  if not ok then pcall(self.on_error, err, t, self.traceback) end
-end
-
 -- Run the callbacks of timeouts that never ran, once, with the worker exiting.
 local function run_premature(self, list)
   local deadline, ran = ngx.now() + self.exit_time, 0
   for i = 1, math.min(#list, self.exit_max) do
     if ngx.now() >= deadline then break end
     local t = list[i]
-    call_premature(self, t, t:task())
+    call(self, true, t, t:task())
     ran = ran + 1
     if ran % 64 == 0 then ngx.update_time() end
   end
@@ -252,10 +252,10 @@ end
 -- runner_runs, slice, max_wait, exit_max, exit_time (see docs/hosts.md).
 function M.new(opts, max_wait)
   if opts ~= nil and type(opts) ~= "table" then
-    error("bad argument #1 to 'new' (table expected, got " .. type(opts) .. ")", 2)
+    check.argerror(1, "new", "table expected, got " .. check.type_name(opts), 2)
   end
   if max_wait ~= nil and (type(max_wait) ~= "number" or not (max_wait > 0)) then
-    error("bad argument #2 to 'new' (positive number of seconds expected)", 2)
+    check.argerror(2, "new", "positive number of seconds expected", 2)
   end
   local timer_opts, self = split_options(opts or {}, max_wait)
   self.on_error = timer_opts.on_error or log_error
@@ -266,7 +266,7 @@ function M.new(opts, max_wait)
   self.wake, self.work = semaphore.new(), semaphore.new()
   self.runners, self.idle, self.inside, self.handovers = 0, 0, 0, 0
   self.handler = function(e)
-    self.traceback = debug.traceback(tostring(e), 2)
+    self.traceback = debug.traceback(R.message(e), 2)
     return e
   end
   setmetatable(self, D)
@@ -287,7 +287,7 @@ function M.new(opts, max_wait)
 end
 
 -- The timer's whole API on the object: d:schedule(...) is timer:schedule(...).
-for _, name in ipairs({ "schedule", "every", "pending", "timeout", "getfd", "take", "done" }) do
+for _, name in ipairs({ "schedule", "every", "pending", "timeout", "getfd", "take", "done", "count" }) do
   D[name] = function(self, ...)
     local timer = self.timer
     return timer[name](timer, ...)
