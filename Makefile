@@ -264,11 +264,11 @@ check-tsan: build/tsan/hwtimer/core.so build/tsan/hwtimer/sqlite.so $(TESTUTIL)
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66" HWT_STRESS_N=300000 $(SAN_RUN) \
 	  LUA_CPATH='build/tsan/?.so;$(BUILD)/test/?.so;;' \
 	  spec/run.sh -t 600 env LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" $(LUA) /usr/bin/busted -- \
-	  spec/02-schedule_spec.lua spec/03-timeout_spec.lua spec/05-every_spec.lua spec/11-stress_spec.lua \
-	  spec/13-storm_spec.lua
+	  spec/core/02-schedule_spec.lua spec/core/03-timeout_spec.lua spec/core/05-every_spec.lua spec/core/13-stress_spec.lua \
+	  spec/core/14-storm_spec.lua
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(SAN_RUN) LUA_CPATH='build/tsan/?.so;$(BUILD)/test/?.so;;' \
 	  spec/run.sh -t 600 env LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" $(LUA) /usr/bin/busted -- \
-	  spec/28-sqlite_spec.lua
+	  spec/durable/02-sqlite_module_spec.lua
 
 # The whole suite under valgrind memcheck with a collector that never rests:
 # no error, no definitely lost block.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # spec/run.sh [-t SECONDS] COMMAND... [-- FILE...]
-# Runs each spec file (default: spec/*_spec.lua) in a busted of its own,
+# Runs each spec file (default: spec/*/*_spec.lua) in a busted of its own,
 # `COMMAND FILE`, and fails when any file fails or runs past SECONDS
 # (default $HWT_SPEC_LIMIT, else 300). A file past its limit is killed with
 # everything it started (its own process group: nginx, redis-server) and
@@ -14,7 +14,7 @@ cmd=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do cmd+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 files=("$@")
-[ ${#files[@]} -gt 0 ] || files=(spec/*_spec.lua)
+[ ${#files[@]} -gt 0 ] || files=(spec/*/*_spec.lua)
 [ ${#cmd[@]} -gt 0 ] || { echo "usage: spec/run.sh [-t SECONDS] COMMAND... [-- FILE...]" >&2; exit 2; }
 
 failed=()

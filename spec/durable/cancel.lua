@@ -1,5 +1,5 @@
--- What q:cancel(id) promises, shared by the SQLite (spec/22) and Redis
--- (spec/24) engines: true means the job does not start, whoever claimed it.
+-- What q:cancel(id) promises, shared by the SQLite (spec/durable/01-sqlite) and Redis
+-- (spec/durable/03-redis) engines: true means the job does not start, whoever claimed it.
 -- `env` is the one spec/durable/leases.lua takes.
 local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
 

@@ -1,6 +1,6 @@
 -- What an engine provides the front (lua/hwtimer/durable/engine.lua), spec'd
 -- against the engine itself, through durable.engine(q); shared by the SQLite
--- (spec/22) and Redis (spec/24) engines, and by any engine to come. The queue
+-- (spec/durable/01-sqlite) and Redis (spec/durable/03-redis) engines, and by any engine to come. The queue
 -- is never dispatched here: nothing of the front runs while the engine is
 -- called. `env` is the one spec/durable/leases.lua takes.
 local durable = require("hwtimer.durable")

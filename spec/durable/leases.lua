@@ -1,5 +1,5 @@
 -- The specs of leases kept while a process works, shared by the SQLite
--- (spec/22) and Redis (spec/24) engines. `env` gives:
+-- (spec/durable/01-sqlite) and Redis (spec/durable/03-redis) engines. `env` gives:
 --   open(opts)      a queue on the spec's store (closed by the spec's after_each)
 --   timer()         the spec's current timer
 --   wait(done, s)   run the timer until done() or s seconds

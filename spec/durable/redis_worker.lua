@@ -1,5 +1,5 @@
 -- A process that runs the durable jobs of a Redis store, for
--- spec/24-durable_redis_spec.lua.
+-- spec/durable/03-redis_spec.lua.
 --   redis_worker.lua PORT PREFIX [lease] [exit_when_empty] [stall]
 -- Every job of kind "job" it runs is pushed to the list runs:PREFIX as
 -- "id pid" before the handler returns, so the record survives a kill -9 that

@@ -1,6 +1,6 @@
 -- The window: only jobs due within it wait in the timer's wheel; later ones
 -- come in with the refill, and what another process schedules inside it with
--- the poll. Shared by the SQLite (spec/22) and Redis (spec/24) engines; `env`
+-- the poll. Shared by the SQLite (spec/durable/01-sqlite) and Redis (spec/durable/03-redis) engines; `env`
 -- is the one spec/durable/leases.lua takes. No lateness bound (that figure is
 -- make bench's): the sweep is a minute away, so a job that runs within the
 -- wait was brought by the mechanism named.

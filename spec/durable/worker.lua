@@ -1,4 +1,4 @@
--- A process that runs the durable jobs of a store, for spec/22-durable_spec.lua.
+-- A process that runs the durable jobs of a store, for spec/durable/01-sqlite_spec.lua.
 --   worker.lua STORE RUNS [lease] [exit_when_empty]
 -- Every job of kind "job" it runs is written to RUNS (an SQLite file of its
 -- own: runs(id, pid)) with its own commit before the handler returns, so the

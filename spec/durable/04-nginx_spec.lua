@@ -198,7 +198,7 @@ for _, engine in ipairs(ENGINES) do
 describe("OpenResty: durable jobs in nginx with four workers on " .. engine.name, function()
   if os.getenv("HWT_QUICK") then -- (the rock's runs: ~40 s of nginx, to keep CI under 15 minutes)
     it("runs once, in the LuaJIT run of the source tree", function()
-      pending("spec/25 runs in the LuaJIT run of the source tree")
+      pending("spec/durable/04-nginx runs in the LuaJIT run of the source tree")
     end)
     return
   end
