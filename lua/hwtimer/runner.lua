@@ -65,15 +65,11 @@ R.OPTIONS = {
   gc_step = { nil, gc_step, "boolean or seconds from 0 to 1" },
 }
 
--- The glue's word for an unknown option, which callers may match:
--- hwtimer.new says "unknown option 'k'" instead.
-local function unknown(key) return "option '" .. key .. "': unknown option" end
-
 --- Argument #n of the glue function fname: nil or a table of options from
 -- `spec` (R.OPTIONS or some of them). Returns them checked, or raises as
 -- hwtimer.new does, pointing at fname's caller.
 function R.options(opts, spec, n, fname)
-  return check.arg_options(opts, spec, n, fname, 3, unknown)
+  return check.arg_options(opts, spec, n, fname, 3)
 end
 
 -- ---- the driver ------------------------------------------------------------------

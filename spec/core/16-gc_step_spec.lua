@@ -157,7 +157,7 @@ describe("the loop glue's gc_step", function()
     assert.has_error(function() glue.attach(timer, { gc_step = -1 }) end,
       "bad argument #2 to 'attach' (option 'gc_step': boolean or seconds from 0 to 1 expected)")
     assert.has_error(function() glue.attach(timer, { batch = 1 }) end,
-      "bad argument #2 to 'attach' (option 'batch': unknown option)")
+      "bad argument #2 to 'attach' (unknown option 'batch')")
   end)
 
   -- The host's own I/O beside the steps: each callback starts a TCP round

@@ -85,7 +85,7 @@ describe("event loops", function()
     assert.has_error(function() glue.attach(timer, true) end,
       "bad argument #2 to 'attach' (table expected, got boolean)")
     assert.has_error(function() glue.attach(timer, { on_error = print }) end,
-      "bad argument #2 to 'attach' (option 'on_error': unknown option)")
+      "bad argument #2 to 'attach' (unknown option 'on_error')")
   end)
 
   local cqueues = optional("cqueues")

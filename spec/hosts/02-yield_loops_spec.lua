@@ -327,7 +327,7 @@ describe("hwtimer.cqueues: callbacks may yield to cqueues", function()
     assert.has_error(function() glue.attach(timer, cq, { on_error = 1 }) end,
       "bad argument #3 to 'attach' (option 'on_error': function expected)")
     assert.has_error(function() glue.attach(timer, cq, { bogus = true }) end,
-      "bad argument #3 to 'attach' (option 'bogus': unknown option)")
+      "bad argument #3 to 'attach' (unknown option 'bogus')")
     assert.has_error(function() glue.attach(timer, cq, { dispatch = 1 }) end,
       "bad argument #3 to 'attach' (option 'dispatch': boolean expected)")
     assert.has_error(function() glue.attach(timer, cq, 5) end,
@@ -512,7 +512,7 @@ describe("hwtimer.copas: callbacks may use copas sockets", function()
     assert.has_error(function() glue.step(timer, 0.01, { on_error = "x" }) end,
       "bad argument #3 to 'step' (option 'on_error': function expected)")
     assert.has_error(function() glue.loop(timer, 0.01, { bogus = true }) end,
-      "bad argument #3 to 'loop' (option 'bogus': unknown option)")
+      "bad argument #3 to 'loop' (unknown option 'bogus')")
     assert.has_error(function() glue.loop(timer, 0.01, "fast") end,
       "bad argument #3 to 'loop' (table expected, got string)")
   end)
