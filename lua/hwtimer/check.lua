@@ -1,17 +1,17 @@
 --- hwtimer.check: the argument tests the Lua modules share (retry, durable,
 -- the loop glue), worded as the binding words its own (csrc/lhwtimer.c).
-local C = {}
+local check = {}
 
 --- A value's type as an "expected, got" message names it: a userdata's or
 -- table's metatable __name when it has one.
-function C.type_name(v)
+function check.type_name(v)
   local mt = getmetatable(v)
   return type(mt) == "table" and type(rawget(mt, "__name")) == "string" and rawget(mt, "__name")
     or type(v)
 end
 
 --- A function, or an object whose metatable has __call.
-function C.callable(v)
+function check.callable(v)
   if type(v) == "function" then return true end
   local mt = getmetatable(v)
   return type(mt) == "table" and rawget(mt, "__call") ~= nil
@@ -20,10 +20,10 @@ end
 --- A hwtimer timer, or any object whose `schedule` method can be called (the
 -- OpenResty glue's object): indexing another userdata may raise, which means
 -- "not a timer".
-function C.is_timer(v)
+function check.is_timer(v)
   if type(v) ~= "userdata" and type(v) ~= "table" then return false end
   local ok, schedule = pcall(function() return v.schedule end)
-  return ok and C.callable(schedule)
+  return ok and check.callable(schedule)
 end
 
 local function option_name(key) return "option '" .. key .. "'" end
@@ -34,7 +34,7 @@ local function unknown_option(key) return "unknown option '" .. key .. "'" end
 -- message for the first unknown key or value that fails its test.
 -- name(key) and unknown(key) word the messages (default: "option 'k'",
 -- "unknown option 'k'"). The caller raises, at its own depth.
-function C.options(opts, spec, name, unknown)
+function check.options(opts, spec, name, unknown)
   name, unknown = name or option_name, unknown or unknown_option
   for k in pairs(opts) do
     if spec[k] == nil then return nil, unknown(tostring(k)) end
@@ -54,21 +54,21 @@ end
 
 --- Raise "bad argument #n to 'fname' (msg)", as luaL_argerror words it;
 -- `level` as error()'s, counted from argerror's caller.
-function C.argerror(n, fname, msg, level)
+function check.argerror(n, fname, msg, level)
   error(string.format("bad argument #%d to '%s' (%s)", n, fname, msg), level + 1)
 end
 
---- Argument #n of fname, an options table or nil, read with C.options
+--- Argument #n of fname, an options table or nil, read with check.options
 -- (unknown words an unknown key). Returns the options; raises as
 -- hwtimer.new does, at `level` counted from arg_options's caller.
-function C.arg_options(opts, spec, n, fname, level, unknown)
+function check.arg_options(opts, spec, n, fname, level, unknown)
   if opts == nil then opts = {} end
   if type(opts) ~= "table" then
-    C.argerror(n, fname, "table expected, got " .. C.type_name(opts), level + 1)
+    check.argerror(n, fname, "table expected, got " .. check.type_name(opts), level + 1)
   end
-  local o, err = C.options(opts, spec, nil, unknown)
-  if not o then C.argerror(n, fname, err, level + 1) end
+  local o, err = check.options(opts, spec, nil, unknown)
+  if not o then check.argerror(n, fname, err, level + 1) end
   return o
 end
 
-return C
+return check

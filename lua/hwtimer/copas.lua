@@ -25,10 +25,10 @@
 -- opts.dispatch = true runs the callbacks with timer:dispatch() instead:
 -- faster for many tiny callbacks, but a callback that yields gets an error.
 local copas = require("copas")
-local R = require("hwtimer.runner")
+local runner = require("hwtimer.runner")
 
 local yield = coroutine.yield
-local usable = R.usable
+local usable = runner.usable
 -- A copas queue that keeps nothing: a finished carrier yields itself into
 -- it, so copas forgets the thread instead of seeing it end (and closing,
 -- with autoclose, the socket that woke it last).
@@ -38,7 +38,7 @@ local M = {}
 
 -- A copas thread carrying runner w until its callback finishes.
 local function carried(_, self, w, ...) -- copas.addthread passes nil first
-  R.carry(self, w, ...)
+  runner.carry(self, w, ...)
   yield(NOWHERE, NOWHERE)
 end
 
@@ -51,14 +51,14 @@ end
 local function step(timer, max_wait, o)
   if not usable(timer) then return 0 end
   max_wait = max_wait or 0.05
-  local gc = R.gc_budget(o.gc_step)
-  if gc then R.gc_idle(timer, gc, math.min(timer:timeout() or max_wait, max_wait)) end
+  local gc = runner.gc_budget(o.gc_step)
+  if gc then runner.gc_idle(timer, gc, math.min(timer:timeout() or max_wait, max_wait)) end
   local wait = timer:timeout()
   if not wait or wait > max_wait then wait = max_wait end
   copas.step(wait)
   if not usable(timer) then return 0 end -- closed by a copas thread
   if o.dispatch then return timer:dispatch(o.batch) end
-  local ok, n = pcall(R.run_due, R.new(timer, o, hand))
+  local ok, n = pcall(runner.run_due, runner.new(timer, o, hand))
   if ok then return n end
   if usable(timer) then error(n, 0) end
   return 0 -- a callback closed the timer
@@ -72,12 +72,12 @@ end
 -- step the collector before copas waits, within the timer's next deadline
 -- and max_wait; a socket that becomes ready meanwhile waits as long).
 function M.step(timer, max_wait, opts)
-  return step(timer, max_wait, R.options(opts, R.OPTIONS, 3, "step"))
+  return step(timer, max_wait, runner.options(opts, runner.OPTIONS, 3, "step"))
 end
 
 --- loop(timer, [max_wait], [opts]): step until the timer is stopped or closed.
 function M.loop(timer, max_wait, opts)
-  local o = R.options(opts, R.OPTIONS, 3, "loop")
+  local o = runner.options(opts, runner.OPTIONS, 3, "loop")
   while usable(timer) do
     step(timer, max_wait, o)
   end

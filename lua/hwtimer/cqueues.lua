@@ -32,9 +32,9 @@
 -- faster for callbacks that never yield, but one that yields gets an error.
 local cqueues = require("cqueues")
 local condition = require("cqueues.condition")
-local R = require("hwtimer.runner")
+local runner = require("hwtimer.runner")
 
-local usable = R.usable
+local usable = runner.usable
 
 local M = {}
 
@@ -42,7 +42,7 @@ local M = {}
 -- returns. The last one out lets the attached coroutine wait on the
 -- descriptor again; one that closed the timer lets it leave.
 local function carried(self, w, ...)
-  R.carry(self, w, ...)
+  runner.carry(self, w, ...)
   self.running = self.running - 1
   if self.running == 0 or not usable(self.timer) then self.wake:signal() end
 end
@@ -75,7 +75,7 @@ end
 local function serve(self)
   local timer = self.timer
   while not self.detached and usable(timer) do
-    if self.gc then R.gc_idle(timer, self.gc, timer:timeout()) end
+    if self.gc then runner.gc_idle(timer, self.gc, timer:timeout()) end
     wait(self, timer)
     if self.detached then break end
     local ok, err = pcall(self.run, self)
@@ -97,12 +97,12 @@ end
 -- Returns the handle (with detach() and running(): callbacks suspended in
 -- the controller) and cq.
 function M.attach(timer, cq, opts)
-  local o = R.options(opts, R.OPTIONS, 3, "attach")
+  local o = runner.options(opts, runner.OPTIONS, 3, "attach")
   cq = cq or cqueues.new()
-  local self = R.new(timer, o, hand)
+  local self = runner.new(timer, o, hand)
   self.cq, self.fd, self.wake, self.running, self.detached = cq, timer:getfd(), condition.new(), 0, false
-  self.run = o.dispatch and run_dispatch or R.run_due
-  self.gc = R.gc_budget(o.gc_step)
+  self.run = o.dispatch and run_dispatch or runner.run_due
+  self.gc = runner.gc_budget(o.gc_step)
   local wake = self.wake
   timer:wakeup(function() wake:signal() end)
   local attached = {}

@@ -12,10 +12,10 @@
 -- handle how long it will wait (uv.backend_timeout() is 0 there), so its
 -- own timers and ready handles wait as long as the step: at most the budget.
 local uv = require("luv")
-local R = require("hwtimer.runner")
+local runner = require("hwtimer.runner")
 
 local M = {}
-local OPTIONS = { gc_step = R.OPTIONS.gc_step }
+local OPTIONS = { gc_step = runner.OPTIONS.gc_step }
 local prepares = setmetatable({}, { __mode = "k" }) -- poll -> its gc_step prepare handle
 
 local function gc_prepare(timer, budget)
@@ -23,7 +23,7 @@ local function gc_prepare(timer, budget)
   prep:start(function()
     local gap = timer:timeout()
     if gap == nil or gap > 0 then
-      R.gc_idle(timer, budget, gap)
+      runner.gc_idle(timer, budget, gap)
       uv.update_time()
     end
   end)
@@ -31,13 +31,13 @@ local function gc_prepare(timer, budget)
 end
 
 function M.attach(timer, opts)
-  local o = R.options(opts, OPTIONS, 2, "attach")
+  local o = runner.options(opts, OPTIONS, 2, "attach")
   local poll = assert(uv.new_poll(timer:getfd()))
   poll:start("r", function(err)
     assert(not err, err)
     timer:dispatch()
   end)
-  local budget = R.gc_budget(o.gc_step)
+  local budget = runner.gc_budget(o.gc_step)
   if budget then prepares[poll] = gc_prepare(timer, budget) end
   return poll
 end

@@ -35,13 +35,13 @@
 -- exit_time seconds; the rest are dropped with one log line.
 local hwtimer = require("hwtimer")
 local check = require("hwtimer.check")
-local R = require("hwtimer.runner")
+local driver = require("hwtimer.runner")
 local semaphore = require("ngx.semaphore")
 
 local now = hwtimer.now
 local M = {}
-local D = {}
-D.__index = D
+local NgxTimer = {}
+NgxTimer.__index = NgxTimer
 
 local function non_negative(v) return type(v) == "number" and v >= 0 and v < math.huge end
 
@@ -56,7 +56,7 @@ end
 -- The default on_error. The timeout's name ends the line: nginx's error log
 -- mixes every worker's and request's lines.
 local function log_error(err, t, traceback)
-  ngx.log(ngx.ERR, R.callback_error(err, traceback), " (", tostring(t), ")")
+  ngx.log(ngx.ERR, driver.callback_error(err, traceback), " (", tostring(t), ")")
 end
 
 -- Split opts into the timer's and the glue's (checked here); the max_wait
@@ -97,7 +97,7 @@ local function call(self, premature, t, cb, ...)
   self.inside = self.inside - 1
   if not ok then
     local ok2, err2 = pcall(self.on_error, err, t, self.traceback)
-    if not ok2 then ngx.log(ngx.ERR, R.on_error_error(err2)) end
+    if not ok2 then ngx.log(ngx.ERR, driver.on_error_error(err2)) end
   end
   if premature then return end
   self.timer:done(t, ok)
@@ -266,10 +266,10 @@ function M.new(opts, max_wait)
   self.wake, self.work = semaphore.new(), semaphore.new()
   self.runners, self.idle, self.inside, self.handovers = 0, 0, 0, 0
   self.handler = function(e)
-    self.traceback = debug.traceback(R.message(e), 2)
+    self.traceback = debug.traceback(driver.message(e), 2)
     return e
   end
-  setmetatable(self, D)
+  setmetatable(self, NgxTimer)
   timer:take_only()
   local wake = self.wake
   timer:wakeup(function() wake:post(1) end)
@@ -288,7 +288,7 @@ end
 
 -- The timer's whole API on the object: d:schedule(...) is timer:schedule(...).
 for _, name in ipairs({ "schedule", "every", "pending", "timeout", "getfd", "take", "done", "count" }) do
-  D[name] = function(self, ...)
+  NgxTimer[name] = function(self, ...)
     local timer = self.timer
     return timer[name](timer, ...)
   end
@@ -300,12 +300,12 @@ local function host_runs(name)
           "the callbacks (so that they may yield)", 2)
   end
 end
-D.dispatch = host_runs("dispatch")
-D.run = host_runs("run")
+NgxTimer.dispatch = host_runs("dispatch")
+NgxTimer.run = host_runs("run")
 
 --- d:stats([since_last]): the timer's stats plus the runner pool's:
 -- runners, runners_idle, runners_max, handovers.
-function D:stats(since_last)
+function NgxTimer:stats(since_last)
   local s = self.timer:stats(since_last)
   s.runners, s.runners_idle, s.runners_max, s.handovers =
     self.runners, self.idle, self.max_runners, self.handovers
@@ -313,7 +313,7 @@ function D:stats(since_last)
 end
 
 --- Stop the dispatcher, the runners and the timer; returns the timeouts that never ran.
-function D:stop()
+function NgxTimer:stop()
   if not self.running then return self.timer:stop() end
   self.running = false
   self.wake:post(1)
@@ -322,11 +322,11 @@ function D:stop()
 end
 
 --- d:close(): d:stop() without the list.
-function D:close()
+function NgxTimer:close()
   self:stop()
 end
 
-function D:__tostring()
+function NgxTimer:__tostring()
   return ("hwtimer.ngx (%s, %d pending, %d runners)"):format(
     self.running and "running" or "stopped", self.timer:pending(), self.runners)
 end

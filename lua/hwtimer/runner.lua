@@ -7,21 +7,21 @@
 -- table w) that takes due timeouts (timer:take) and calls their callbacks
 -- until none is due or the batch is used up, then yields IDLE. A callback
 -- that yields suspends its runner mid-callback: the host carries it (a
--- thread of the host's scheduler running R.carry) and another runner goes on
+-- thread of the host's scheduler running runner.carry) and another runner goes on
 -- with the rest; once that callback returns, its runner yields FINISHED
 -- instead of taking more. No pcall is involved (an error kills the runner,
 -- whose stack is kept for the traceback), so a yield works on Lua 5.1 as on
 -- 5.4 and LuaJIT.
 --
 -- A host keeps only its own part: how it waits, and hand(self, w, ...),
--- which starts a thread of its scheduler that calls R.carry(self, w, ...).
+-- which starts a thread of its scheduler that calls runner.carry(self, w, ...).
 local check = require("hwtimer.check")
 local now = require("hwtimer.core").now
 
 local create, resume, yield = coroutine.create, coroutine.resume, coroutine.yield
 local traceback = debug.traceback
 
-local R = {}
+local runner = {}
 local IDLE = {}      -- a runner found nothing more due, or used up the batch
 local FINISHED = {}  -- a carried runner's callback returned
 local POOL_MAX = 16  -- idle runners a driver keeps for reuse
@@ -29,7 +29,7 @@ local POOL_MAX = 16  -- idle runners a driver keeps for reuse
 -- ---- the words of an error ---------------------------------------------------
 
 --- An error value as the C side shows it (csrc/ldispatch.c).
-function R.message(err)
+function runner.message(err)
   local kind = type(err)
   if kind == "string" or kind == "number" then return tostring(err) end
   local mt = getmetatable(err)
@@ -40,13 +40,13 @@ end
 
 --- The line a callback's error is reported with when no on_error takes it,
 -- as timer:dispatch() writes it: its traceback, or the error alone.
-function R.callback_error(err, trace)
-  return "hwtimer: error in timeout callback: " .. (trace or R.message(err))
+function runner.callback_error(err, trace)
+  return "hwtimer: error in timeout callback: " .. (trace or runner.message(err))
 end
 
 --- The line for an on_error that raised in turn.
-function R.on_error_error(err)
-  return "hwtimer: error in on_error: " .. R.message(err)
+function runner.on_error_error(err)
+  return "hwtimer: error in on_error: " .. runner.message(err)
 end
 
 -- ---- options -------------------------------------------------------------------
@@ -58,7 +58,7 @@ local function gc_step(v) return type(v) == "boolean" or (type(v) == "number" an
 --- The options of the loop glue, as hwtimer.check.options reads them. batch
 -- has no default here: a host says what none means (hwtimer.copas with
 -- dispatch = true runs all that is due, as timer:dispatch() does).
-R.OPTIONS = {
+runner.OPTIONS = {
   on_error = { nil, check.callable, "function" },
   batch = { nil, whole, "positive integer" },
   dispatch = { nil, boolean, "boolean" },
@@ -66,22 +66,22 @@ R.OPTIONS = {
 }
 
 --- Argument #n of the glue function fname: nil or a table of options from
--- `spec` (R.OPTIONS or some of them). Returns them checked, or raises as
+-- `spec` (runner.OPTIONS or some of them). Returns them checked, or raises as
 -- hwtimer.new does, pointing at fname's caller.
-function R.options(opts, spec, n, fname)
+function runner.options(opts, spec, n, fname)
   return check.arg_options(opts, spec, n, fname, 3)
 end
 
 -- ---- the driver ------------------------------------------------------------------
 
 --- The timer still works: neither stopped nor closed (a callback may do either).
-function R.usable(timer)
+function runner.usable(timer)
   return (pcall(timer.events, timer))
 end
 
---- A driver's state for `timer`, options `o` (R.options'), and the host's
+--- A driver's state for `timer`, options `o` (runner.options'), and the host's
 -- hand(self, w, ...). The host may add fields of its own.
-function R.new(timer, o, hand)
+function runner.new(timer, o, hand)
   return { timer = timer, take = timer.take, done = timer.done, on_error = o.on_error,
            batch = o.batch or 1000, budget = 0, pool = {}, hand = hand }
 end
@@ -111,12 +111,12 @@ end
 -- The callback running in w raised err (w's coroutine is dead, its stack
 -- kept): to self.on_error(err, t, traceback), or stderr; counted as an error.
 local function report(self, w, err)
-  local trace = traceback(w.co, R.message(err))
+  local trace = traceback(w.co, runner.message(err))
   if self.on_error then
     local ok, e = pcall(self.on_error, err, w.t, trace)
-    if not ok then io.stderr:write(R.on_error_error(e), "\n") end
+    if not ok then io.stderr:write(runner.on_error_error(e), "\n") end
   else
-    io.stderr:write(R.callback_error(err, trace), "\n")
+    io.stderr:write(runner.callback_error(err, trace), "\n")
   end
   self.timer:done(w.t, false)
 end
@@ -141,7 +141,7 @@ end
 
 --- Run at most self.batch due callbacks, in as many runners as yield;
 -- returns how many started.
-function R.run_due(self)
+function runner.run_due(self)
   local pool = self.pool
   self.budget = self.batch
   repeat
@@ -173,7 +173,7 @@ end
 -- callback yields up to the host (first `...`, what it yielded when handed)
 -- and what the host resumes with back down. Returns once that callback has
 -- returned (w back in the pool) or failed (reported).
-function R.carry(self, w, ...)
+function runner.carry(self, w, ...)
   return carry(self, w, resume(w.co, yield(...)))
 end
 
@@ -187,7 +187,7 @@ local GC_MARGIN, GC_DEFAULT, GC_STEP_KB = 0.0002, 0.001, 8
 local resting = setmetatable({}, { __mode = "k" }) -- timer -> heap KB to wait for
 
 --- Seconds a gap may spend collecting for the option's value; nil when off.
-function R.gc_budget(v)
+function runner.gc_budget(v)
   if v == true then return GC_DEFAULT end
   if type(v) == "number" and v > 0 then return v end
   return nil
@@ -195,7 +195,7 @@ end
 
 --- Step the collector for at most `budget` seconds of a gap of `gap`
 -- seconds (nil: nothing due ahead).
-function R.gc_idle(timer, budget, gap)
+function runner.gc_idle(timer, budget, gap)
   local rest = resting[timer]
   if rest then
     if collectgarbage("count") < rest then return end
@@ -213,4 +213,4 @@ function R.gc_idle(timer, budget, gap)
   until now() >= stop
 end
 
-return R
+return runner

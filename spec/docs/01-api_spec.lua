@@ -106,7 +106,7 @@ describe("API reference (README.md and docs/*.md)", function()
       { "lua/hwtimer/cqueues.lua", "^function M%.([%w_]+)", 'require("hwtimer.cqueues").%s(' },
       { "lua/hwtimer/copas.lua", "^function M%.([%w_]+)", 'require("hwtimer.copas").%s(' },
       { "lua/hwtimer/ngx.lua", "^function M%.([%w_]+)", 'require("hwtimer.ngx").%s(' },
-      { "lua/hwtimer/ngx.lua", "^function D:(%a[%w_]*)", "d:%s(" },
+      { "lua/hwtimer/ngx.lua", "^function NgxTimer:(%a[%w_]*)", "d:%s(" },
       { "lua/hwtimer/durable.lua", "^function M%.([%w_]+)", "durable.%s(" },
       { "lua/hwtimer/durable.lua", "^function Queue:(%a[%w_]*)", "q:%s(" }, -- not __tostring
     }
