@@ -38,6 +38,15 @@ function helpers.read_file(path)
   return s
 end
 
+-- The lines a shell command prints, as a list.
+function helpers.lines_of(cmd)
+  local p = assert(io.popen(cmd))
+  local t = {}
+  for line in p:lines() do t[#t + 1] = line end
+  p:close()
+  return t
+end
+
 -- Wait (up to `secs`, generously) until the worker has expired something and
 -- made the timer's pipe readable, without dispatching it.
 function helpers.wait_readable(timer, secs)

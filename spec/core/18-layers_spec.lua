@@ -8,13 +8,7 @@ local read = require("spec.helpers").read_file
 -- Layer of each file of the binding, by its name without the extension.
 local LAYER = { lbase = 1, larm = 2, ltimer = 3, ltimeout = 3, lstats = 3, ldispatch = 4, lhwtimer = 5 }
 
-local function list(cmd)
-  local p = assert(io.popen(cmd))
-  local t = {}
-  for line in p:lines() do t[#t + 1] = line end
-  p:close()
-  return t
-end
+local list = require("spec.helpers").lines_of
 
 local function stem(path) return path:match("([%w_]+)%.[ch]$") end
 

@@ -11,13 +11,7 @@ local function rockspec(path)
   return env
 end
 
-local function lines_of(cmd)
-  local p = assert(io.popen(cmd))
-  local t = {}
-  for line in p:lines() do t[#t + 1] = line end
-  p:close()
-  return t
-end
+local lines_of = helpers.lines_of
 
 -- The set of source files of a rockspec's builtin build, from the tree's top
 -- (a rock that builds in a folder of the tree names them from there).
