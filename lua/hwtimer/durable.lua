@@ -7,20 +7,18 @@
 --   q:handle("close_order", function(job) ... end)
 --   local id = q:schedule("close_order", 1800, order_id)
 --
--- This file is the front: the arguments, the window of ordinary timeouts
--- and the claim/run/acknowledge pass. The store is an engine module
--- (hwtimer.durable.sqlite, hwtimer.durable.redis) that knows its job table;
--- the timer is used only through the public API a user has (timer:schedule
--- and t:cancel), so `timer` may be a hwtimer timer or hwtimer.ngx's object.
---
--- The window: the front keeps an ordinary timeout per key the engine gives
--- for a job due within `window` seconds (SQLite: the row's seq; Redis: its
--- ready time). When one fires the pass claims every due job of a handled
--- kind (a lease), runs the handlers, and acknowledges them (delete, or for a
--- periodic job or a retry the next due time).
+-- This file is the front: the arguments, the options and the methods. A
+-- queue's parts are rooms of their own: its timeouts (the window of jobs due
+-- soon, hwtimer.durable.window), its passes (claim, run, acknowledge,
+-- hwtimer.durable.runs), and the store, an engine module
+-- (hwtimer.durable.sqlite, hwtimer.durable.redis, as hwtimer.durable.engine
+-- describes one). The timer is used only through the public API a user has,
+-- so `timer` may be a hwtimer timer or hwtimer.ngx's object.
 local check = require("hwtimer.check")
 local engine_api = require("hwtimer.durable.engine")
 local ids = require("hwtimer.durable.ids")
+local window = require("hwtimer.durable.window")
+local runs = require("hwtimer.durable.runs")
 local type_name, callable, is_timer = check.type_name, check.callable, check.is_timer
 
 local floor, huge, max, min = math.floor, math.huge, math.max, math.min
@@ -92,6 +90,7 @@ local OPTIONS = {
   sweep = { 1, span, "number of seconds from 0 (excluded) to 1e9" },
   batch = { 500, whole, "positive integer" },
   ack_delay = { 0.002, seconds, "number of seconds from 0 to 1e9" },
+  concurrency = { 32, whole, "positive integer" },
   engine = { nil, function(v) return type(v) == "table" end, "engine module (table)" },
 }
 
@@ -130,11 +129,6 @@ local function check_options(opts)
   return o, Engine
 end
 
-local function default_on_error(err, job)
-  io.stderr:write(string.format("hwtimer.durable: %s%s\n",
-    job and ("job " .. job.id .. " (" .. job.kind .. "): ") or "", tostring(err)))
-end
-
 ---------------------------------------------------------------------------
 -- The queue object
 ---------------------------------------------------------------------------
@@ -150,338 +144,34 @@ local function live(self, fname)
   if self._closed then error("attempt to use a closed queue", 3) end
 end
 
--- q:batch's function may yield (a cosocket in nginx, a cqueues or copas
--- socket). Until it returns the open batch belongs to its coroutine: a write
--- from another coroutine would fall into it, and out with it if it is rolled
--- back, after its caller was told the job was stored. Such writes are refused
--- (nil, message), and a claim pass waits for the batch to end.
-local MAIN = {} -- coroutine.running() is nil on the main thread of 5.1 and LuaJIT
-local function current() return coroutine.running() or MAIN end
+-- (A q:batch's function may yield: until it returns, writes from other
+-- coroutines are refused, hwtimer.durable.window says why.)
 local BATCH_BUSY = "hwtimer.durable: a batch is open in another coroutine (q:batch's function yielded)"
-local function other_batch(self) return self._batching ~= nil and self._batching ~= current() end
+local current, other_batch = window.current, window.other_batch
+local load, unload, soon, load_all = window.load, window.unload, window.soon, window.load_all
+local settle = runs.settle
 
--- Report an error to on_error, never letting it unwind us. The store's own
--- errors (no job) come from a poll every `poll` seconds and a retry every
--- 0.05 s while the store is down: at most one a second reaches on_error,
--- with the count of those held back since.
-local STORE_ERRORS_EVERY = 1
-local mono = require("hwtimer.core").now
-local function report(self, err, job)
-  if not job then
-    local now = mono()
-    if now < self._quiet_until then
-      self._held_back = self._held_back + 1
-      return
-    end
-    if self._held_back > 0 then
-      err = tostring(err) .. " (and " .. self._held_back .. " store errors in the last " ..
-        STORE_ERRORS_EVERY .. " s)"
-    end
-    self._quiet_until, self._held_back = now + STORE_ERRORS_EVERY, 0
-  end
-  local ok, e = pcall(self._on_error, err, job)
-  if not ok then default_on_error("on_error raised: " .. tostring(e), job) end
-end
-
----------------------------------------------------------------------------
--- The window: jobs due soon, as ordinary timeouts of the timer
----------------------------------------------------------------------------
-
-local pass -- forward
-
--- At an nginx worker's exit hwtimer.ngx calls the callbacks of the pending
--- timeouts once more, each cancelled: nothing is due then (the jobs stay in
--- the store for the next process), so every callback here returns at once.
-local function cancelled(t)
-  local ok, state = pcall(function() return t:state() end)
-  return ok and state == "cancelled"
-end
-
--- timer:schedule, or nil where the timer refuses (max_pending) or raises: it
--- is stopped (an nginx worker exiting while a pass was yielded in a
--- cosocket). Every caller has a way on without it.
-local function later(self, delay, fn, ...)
-  local ok, t = pcall(self._timer.schedule, self._timer, delay, fn, ...)
-  return ok and t or nil
-end
-
--- A key's timeout: the claim pass runs whatever is due by its ready time.
-local function fire(t, self, key, ready)
-  if self._closed or cancelled(t) then return end
-  self._loaded[key] = nil
-  pass(self, ready)
-end
-
--- Hold `key` in the wheel until `ready` (epoch seconds on the store's
--- clock). A timer that refuses (max_pending) leaves the job to the sweep.
--- `now` is read for each job: loading a large window takes long enough that
--- a `now` read once before it made the last ones late by as much.
-local function load(self, key, ready)
-  if self._loaded[key] then return end
-  local t = later(self, max(0, ready - self._now()), fire, self, key, ready)
-  if t then self._loaded[key] = t end
-end
-
-local function unload(self, key)
-  local t = self._loaded[key]
-  if t then
-    self._loaded[key] = nil
-    t:cancel()
-  end
-end
-
--- Run a pass soon (next dispatch), at most one queued at a time.
-local function soon(self, delay)
-  if self._soon or self._closed then return end
-  self._soon = later(self, delay or 0, function(t)
-    self._soon = nil
-    if not cancelled(t) then pass(self) end
-  end)
-end
-
--- Load rows { key, ready }; a pass soon if one is due already.
-local function load_rows(self, rows, n)
-  local now, overdue = self._now(), false
-  for i = 1, n or #rows do
-    local r = rows[i]
-    if r[2] <= now then overdue = true else load(self, r[1], r[2]) end
-  end
-  if overdue then soon(self) end
-end
-
--- The refill: every window/2, load what came inside the window.
-local function refill(t, self)
-  if self._closed or cancelled(t) then return end
-  local horizon = self._now() + self._window
-  local rows, n = self._engine:range(self._loaded_until - 1e-9, horizon)
-  if not rows then
-    report(self, "refill: " .. tostring(n))
-  else
-    self._loaded_until = horizon
-    load_rows(self, rows, n)
-  end
-  self._refill = later(self, self._window / 2, refill, self)
-end
-
--- Every `poll` seconds: what did other processes write (the engine knows
--- how to tell)? Every `sweep` seconds: is anything due that no timeout of
--- ours holds (an expired lease of a process that died, a job this process
--- could not load)?
-local function poll(self)
-  if self._closed then return end
-  local rows, n = self._engine:changes(self._loaded_until)
-  if rows then
-    load_rows(self, rows, n)
-  elseif n then
-    report(self, "poll: " .. tostring(n))
-  end
-  local now = self._now()
-  if now >= self._next_sweep then
-    self._next_sweep = now + self._sweep
-    pass(self)
-  end
-end
-
----------------------------------------------------------------------------
--- Claim, run, acknowledge
----------------------------------------------------------------------------
-
-local function backoff(self, attempt)
-  local b = self._backoff
-  return min(b.max_delay, b.delay * b.factor ^ (attempt - 1))
-end
-
--- What the handler's outcome asks the engine to write, with the time the
--- run ended (the engine may prefer its own clock): an acknowledgement as
--- hwtimer.durable.engine describes it.
-local function outcome(self, row, ok, err)
-  if ok then return { what = row.every and "next" or "done", row = row, now = self._now() } end
-  if row.attempt >= self._attempts then
-    return { what = "bury", row = row, arg = tostring(err), now = self._now() }
-  end
-  return { what = "retry", row = row, arg = backoff(self, row.attempt), now = self._now() }
-end
-
-local function load_all(self, reload)
-  local now = self._now()
-  for i = 1, #reload do
-    local r = reload[i]
-    if r[2] <= now then soon(self) else load(self, r[1], r[2]) end
-  end
-end
-
--- Take the pending acknowledgements for a write to the store; give them
--- back (before any made meanwhile) when it failed. Taken before the call:
--- with Redis in nginx the call yields, and a pass may add acks meanwhile.
-local function take_acks(self)
-  local acks = self._acks
-  self._acks = {}
-  return acks
-end
-
-local function give_back(self, acks)
-  local later = self._acks
-  for i = 1, #later do acks[#acks + 1] = later[i] end
-  self._acks = acks
-end
-
-local function flush_acks(self)
-  if #self._acks == 0 then return true end
-  local acks = take_acks(self)
-  local reload, err = self._engine:ack(acks, self._loaded_until)
-  if not reload then
-    give_back(self, acks)
-    report(self, "acknowledge: " .. tostring(err))
-    soon(self, 0.05)
-    return nil
-  end
-  load_all(self, reload)
-  return true
-end
-
--- After a pass the acknowledgements wait up to `ack_delay` for the next claim,
--- which writes them in its own transaction or script call: one store round
--- trip a pass instead of two while jobs come due every few milliseconds
--- (docs/internals.md, "Measurements behind the code").
--- Until written the jobs stay leased, in flight; the methods that read jobs
--- (get, pending, dead, cancel) and close write them first. At an nginx
--- worker's exit this timeout is called cancelled, and still writes them.
--- Not inside a running pass (its claim took them) nor an open q:batch (the
--- store's transaction is the batch's).
-local function settle(self)
-  if #self._acks > 0 and not self._running and not self._batching then flush_acks(self) end
-end
-
-local function acks_later(self)
-  if self._flush then return end
-  if self._ack_delay == 0 then return flush_acks(self) end
-  self._flush = later(self, self._ack_delay, function()
-    self._flush = nil
+-- The end of the Lua state (nginx -s stop closes it without running any
+-- timer callback) cancels the queue's timeouts before the timer is
+-- collected, and writes what it can of the acknowledgements (a store that
+-- needs a cosocket cannot be reached then): the jobs are safe in the store,
+-- and the timer's "will never run" warning is for timeouts that are lost.
+-- Finalizers run newest first, and a queue is newer than its timer. (Lua
+-- 5.1 and LuaJIT call __gc on userdata only: newproxy makes one.)
+local function at_collect(self)
+  local function quietly()
     if self._closed then return end
-    if self._batching then return acks_later(self) end -- a yielded q:batch: after it
-    settle(self)
-  end)
-  if not self._flush then flush_acks(self) end -- the timer refused or is stopped: now
-end
-
-local function by_due(a, b)
-  if a.due ~= b.due then return a.due < b.due end
-  return a.key < b.key
-end
-
--- Claim what is due (the engine writes the previous batch's
--- acknowledgements with it), returning the rows.
-local function claim(self, cutoff)
-  local acks = take_acks(self)
-  local rows, n, reload = self._engine:claim(acks, cutoff, self._lease, self._batch,
-    self._loaded_until)
-  if not rows then
-    give_back(self, acks)
-    return nil, n
+    self._closed, self._on_error = true, function() end
+    pcall(window.close, self)
+    pcall(runs.flush, self)
   end
-  load_all(self, reload)
-  return rows, n
-end
-
-local function run_one(self, row, acks)
-  local job = { id = row.id, kind = row.kind, payload = row.payload, due = row.due, attempt = row.attempt,
-                every = row.every }
-  local fn = self._handlers[job.kind]
-  local ok, err
-  if fn then
-    ok, err = pcall(fn, job)
-  else
-    ok, err = false, "no handler for kind '" .. job.kind .. "'"
+  local newproxy = rawget(_G, "newproxy")
+  if newproxy then
+    local p = newproxy(true)
+    getmetatable(p).__gc = quietly
+    return p
   end
-  if not ok then report(self, err, job) end
-  acks[#acks + 1] = outcome(self, row, ok, err)
-end
-
--- The jobs of a batch wait for the handlers before them, and those that
--- ran wait for the pass to end before their acknowledgement is written:
--- once half their lease has passed, the lease of every job of the pass is
--- extended, so that no other process takes one while this one still means
--- to run it or to acknowledge it (a batch of 500 handlers of 100 ms each
--- outlasts a lease of 30 s). A job no longer ours (its lease ran out:
--- another process may run it) is left. When the store cannot be reached
--- the pass stops: the jobs not run come back when their lease ends. `p` is
--- the pass: its rows, the one running (i), how many (n), when last renewed.
-local function renew(self, p)
-  p.renewed = self._now()
-  local kept, err = self._engine:renew(p.rows, self._lease)
-  if not kept then
-    report(self, "renew: " .. tostring(err))
-    return false
-  end
-  for i = p.i, p.n do
-    if not kept[p.rows[i].id] then p.rows[i].lost = true end
-  end
-  return true
-end
-
--- While a handler waits on I/O (a cosocket in nginx, a cqueues or copas
--- socket), the loop runs other callbacks: this one, every third of the
--- lease while passes run, extends the leases of the pass under way once a
--- third of its lease has passed (a handler that blocks the loop longer than
--- the lease cannot be helped: its job may run a second time elsewhere). One
--- timeout a queue, armed by a pass when none is, and left to lapse once no
--- pass runs: a pass costs no schedule and cancel of its own. A renewal that
--- failed (the store out of reach) is tried again sooner.
-local function renew_tick(t, self)
-  self._renewer = nil
-  local p = self._pass
-  if self._closed or cancelled(t) or not p then return end
-  local delay = self._lease / 3
-  -- (not while a yielded q:batch holds the store)
-  if self._now() - p.renewed >= delay and not self._batching and not renew(self, p) then
-    delay = min(self._lease / 6, 1)
-  end
-  self._renewer = later(self, delay, renew_tick, self)
-end
-
--- Claim what is due (by the store's clock; at least by `min_cutoff`, the
--- ready time of the timeout that fired, where the engine lets the client
--- say), run it, and go on in another batch at the next dispatch while
--- batches come back full, so that a backlog never stalls the loop.
-function pass(self, min_cutoff)
-  if self._closed then return end
-  if self._batching then -- a yielded batch holds the store: claim once it is done
-    return soon(self, 0.001)
-  end
-  if self._running then
-    self._rerun = true
-    return
-  end
-  local cutoff = max(self._now(), min_cutoff or 0)
-  if #self._acks == 0 and not self._engine:probe(cutoff, min_cutoff) then return end
-  self._running = true
-  local rows, n = claim(self, cutoff)
-  if not rows then
-    self._running = false
-    report(self, "claim: " .. tostring(n))
-    return soon(self, 0.05)
-  end
-  table.sort(rows, by_due)
-  for i = 1, n do unload(self, rows[i].key) end
-  local p = { rows = rows, i = 1, n = n, renewed = self._now() }
-  self._pass = p
-  if not self._renewer then self._renewer = later(self, self._lease / 3, renew_tick, self) end
-  for i = 1, n do
-    if self._closed then break end
-    p.i = i
-    -- (not while another coroutine's q:batch holds the store: at the next job)
-    if self._now() - p.renewed > self._lease / 2 and not other_batch(self) and not renew(self, p) then break end
-    if not rows[i].lost then run_one(self, rows[i], self._acks) end
-  end
-  self._pass = nil
-  self._running = false
-  if self._closed then return end
-  if n >= self._batch or self._rerun then
-    self._rerun = false
-    soon(self)
-  else
-    acks_later(self) -- a backlog's next batch writes them in its claim's commit
-  end
+  return setmetatable({}, { __gc = quietly })
 end
 
 ---------------------------------------------------------------------------
@@ -498,25 +188,25 @@ function M.open(timer, opts)
   if not engine then return nil, err end
   local self = setmetatable({
     _timer = timer, _engine = engine, _queue = o.queue, _window = o.window, _lease = o.lease,
-    _attempts = o.attempts, _backoff = o.backoff, _on_error = o.on_error or default_on_error,
-    _sweep = o.sweep, _batch = o.batch, _ack_delay = o.ack_delay,
+    _attempts = o.attempts, _backoff = o.backoff, _on_error = o.on_error or window.default_on_error,
+    _sweep = o.sweep, _poll_every = o.poll, _batch = o.batch, _ack_delay = o.ack_delay,
+    _concurrency = o.concurrency, _pass = runs.pass,
     _new_id = ids.generator(engine.now, engine),
     _now = function() return engine:now() end,
-    _closed = false, _handlers = {}, _loaded = {}, _acks = {}, _next_sweep = 0, _loaded_until = 0,
+    _closed = false, _handlers = {}, _loaded = {}, _next_sweep = 0, _loaded_until = 0,
     _quiet_until = -huge, _held_back = 0,
+    -- the rows held (hwtimer.durable.runs): their set, the queue of those
+    -- not started, the workers, the handlers running, the acks not written
+    _held = {}, _n_held = 0, _queued = {}, _qhead = 1, _qtail = 0, _workers = 0, _running_jobs = 0,
+    _acks = {}, _acks_since = 0, _last_took = 0, _renewed = 0,
   }, Queue)
-  local now = self._now()
-  local rows, n = engine:range(now, now + o.window)
-  if not rows then
+  local ok
+  ok, err = window.open(self)
+  if not ok then
     engine:close()
-    return nil, "hwtimer.durable: " .. engine.name .. ": " .. tostring(n)
+    return nil, "hwtimer.durable: " .. engine.name .. ": " .. tostring(err)
   end
-  self._loaded_until = now + o.window
-  load_rows(self, rows, n)
-  self._next_sweep = now + o.sweep
-  self._refill = timer:schedule(o.window / 2, refill, self)
-  self._poll = timer:every(o.poll, function(t) if not cancelled(t) then poll(self) end end)
-  soon(self) -- what came due while no process ran
+  self._at_collect = at_collect(self)
   return self
 end
 
@@ -630,16 +320,6 @@ function Queue:batch(fn)
   return true
 end
 
--- A job the pass under way claimed and has not started yet is not started:
--- a cancel that returned true holds (one running now finishes its run).
-local function skip_in_pass(self, id)
-  local p = self._pass
-  if not p then return end
-  for i = p.i + 1, p.n do
-    if p.rows[i].id == id then p.rows[i].lost = true end
-  end
-end
-
 --- ok = q:cancel(id)
 function Queue:cancel(id)
   live(self, "cancel")
@@ -653,7 +333,7 @@ function Queue:cancel(id)
       id, max(0, err - self._now()))
   end
   if key == false then return false end
-  skip_in_pass(self, id)
+  runs.skip(self, id)
   if self._batching then
     local u = self._unbatched
     u[#u + 1] = key
@@ -685,18 +365,17 @@ function Queue:dead()
   return self._engine:dead()
 end
 
---- q:close(): writes what ran, lets go of the timer's timeouts and the store.
+--- q:close(): hands the jobs claimed and not started back to the store,
+-- writes what ran, lets go of the timer's timeouts, and of the store once
+-- the handlers running (where they may wait) have returned.
 function Queue:close()
   if self._closed then return end
-  if not self._running then flush_acks(self) end
   self._closed = true
-  for _, t in pairs(self._loaded) do t:cancel() end
-  self._loaded = {}
-  for _, t in ipairs({ self._refill or false, self._poll or false, self._soon or false,
-                       self._flush or false, self._renewer or false }) do
+  window.close(self)
+  for _, t in ipairs({ self._flush or false, self._renewer or false }) do
     if t then pcall(t.cancel, t) end
   end
-  self._engine:close()
+  runs.close(self)
 end
 
 function Queue:__tostring()

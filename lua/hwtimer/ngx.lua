@@ -141,6 +141,9 @@ local function runner(premature, self)
     if not ok then self.running = false break end
     if handed then return end
     runs = runs + n
+    -- (a worker exiting posted only the runners idle then: one busy at that
+    -- moment looks again here, or it would wait runner_idle seconds more)
+    if not self.running or ngx.worker.exiting() then break end
     if runs >= self.runner_runs and spawn_runner(self, true) then return end
     self.idle = self.idle + 1
     local ok = self.work:wait(self.runner_idle)

@@ -132,7 +132,9 @@ describe("hwtimer.durable", function()
     it("returns nil, message when the file cannot be opened", function()
       local queue, err = open({ path = dir .. "/no/such/dir/timers.db" })
       assert.is_nil(queue)
-      assert.matches("^hwtimer.durable: .*/no/such/dir/timers.db: unable to open database file$", err)
+      -- SQLite's words, then where and who: an nginx worker runs as nginx's `user`
+      assert.matches("^hwtimer.durable: .*/no/such/dir/timers.db: unable to open database file " ..
+        "%(the directory .*/no/such/dir must exist and be writable by [^ ]+ %(uid %d+%), the user this process runs as", err)
     end)
 
     it("raises on bad arguments, naming them", function()

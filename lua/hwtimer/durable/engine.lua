@@ -16,12 +16,14 @@
 --              or nil), due = (epoch), attempt = (tries started, this one
 --              included), every = (seconds, periodic jobs only) }.
 --   ack        what a run's outcome asks the engine to write:
---              { what = "done" | "next" | "retry" | "bury", row = row,
+--              { what = "done" | "next" | "retry" | "bury" | "release", row = row,
 --                arg = (retry: seconds of backoff; bury: the error text),
 --                now = (epoch: when the run ended) }.
 --              done: delete; next: the periodic job's next due time, the
 --              first whole interval after `now`, attempts from zero; retry:
---              due at now + arg, attempts kept; bury: dead, with arg.
+--              due at now + arg, attempts kept; bury: dead, with arg;
+--              release: the run never started (a worker exiting, a queue
+--              closed): due as it was, its attempt not counted.
 --   job        what q:get and q:dead show: { id, kind, payload, due,
 --              attempt, every, dead = true|nil, error, leased = true|nil }.
 --   hi         the end of the front's window (epoch): marks at or past it

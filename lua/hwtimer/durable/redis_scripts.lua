@@ -332,7 +332,8 @@ end
 
 -- Acknowledgements (in claim and ack): ARGV[1] owner, ARGV[2] a blob of
 -- (what, id, attempt, arg) per job: done, next (a periodic job's next
--- period), retry (after arg microseconds), bury (arg is the error). Only
+-- period), retry (after arg microseconds), bury (arg is the error), release
+-- (claimed, never started: due as it was, the attempt not counted). Only
 -- the owner of the lease and the attempt it claimed count: a job replaced,
 -- cancelled or reclaimed meanwhile is left as it is. The new ready times go
 -- to `reload`.
@@ -360,6 +361,8 @@ local function ack_all(owner, blob, reload)
           if what == 'next' then -- periods missed while no process ran are skipped
             next_due = due + every * math.max(1, floor((now - due) / every) + 1)
             next_attempt = 0
+          elseif what == 'release' then -- never started: as it was
+            next_due, next_attempt = due, attempt - 1
           else
             next_due, next_attempt = now + tonumber(arg), attempt
           end

@@ -103,9 +103,40 @@ end
 -- Opening a store
 ---------------------------------------------------------------------------
 
+-- The user this process runs as, "name (uid N)", for a message: an nginx
+-- worker runs as nginx's `user`, not as whoever started it.
+local function process_user()
+  local f = io.open("/proc/self/status")
+  local uid = f and f:read("*a"):match("\nUid:%s*(%d+)")
+  if f then f:close() end
+  if not uid then return os.getenv("USER") or "unknown" end
+  local name
+  f = io.open("/etc/passwd")
+  if f then
+    for line in f:lines() do
+      local n, u = line:match("^([^:]*):[^:]*:(%d+):")
+      if u == uid then name = n break end
+    end
+    f:close()
+  end
+  return (name or "?") .. " (uid " .. uid .. ")"
+end
+
+-- SQLite's words for a file it cannot make or write say neither where nor
+-- who: name the directory and the user.
+local function explained(path, msg)
+  if not (msg:find("unable to open database file", 1, true) or msg:find("readonly", 1, true)) then
+    return msg
+  end
+  local dir = path:match("^(.*)/[^/]*$") or "."
+  if dir == "" then dir = "/" end
+  return msg .. " (the directory " .. dir .. " must exist and be writable by " .. process_user() ..
+    ", the user this process runs as: SQLite makes the store and its -wal and -shm files there)"
+end
+
 local function refuse(db, path, msg)
   db:close()
-  return nil, "hwtimer.durable: " .. path .. ": " .. msg
+  return nil, "hwtimer.durable: " .. path .. ": " .. explained(path, msg)
 end
 
 -- Check that the file is ours (or empty, then make it ours).
@@ -151,7 +182,7 @@ end
 
 local function connect(o)
   local db, err = sqlite.open(o.path)
-  if not db then return nil, "hwtimer.durable: " .. o.path .. ": " .. err end
+  if not db then return nil, "hwtimer.durable: " .. o.path .. ": " .. explained(o.path, err) end
   db:busy_timeout(o.busy_timeout)
   local ok
   ok, err = prepare_store(db, o.path) -- before anything writes to a file that may not be ours
@@ -301,6 +332,7 @@ local function next_due(a)
     local due, every = row.due, row.every
     return due + every * max(1, floor((a.now - due) / every) + 1), 0
   end
+  if a.what == "release" then return row.due, row.attempt - 1 end -- never started: as it was
   return a.now + a.arg, row.attempt -- "retry": after the backoff, attempts kept
 end
 
