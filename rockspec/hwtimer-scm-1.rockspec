@@ -34,6 +34,7 @@ build = {
     ["hwtimer.durable"] = "lua/hwtimer/durable.lua",
     ["hwtimer.durable.engine"] = "lua/hwtimer/durable/engine.lua",
     ["hwtimer.durable.ids"] = "lua/hwtimer/durable/ids.lua",
+    ["hwtimer.durable.ngx"] = "lua/hwtimer/durable/ngx.lua",
     ["hwtimer.durable.runs"] = "lua/hwtimer/durable/runs.lua",
     ["hwtimer.durable.window"] = "lua/hwtimer/durable/window.lua",
     ["hwtimer.durable.redis"] = "lua/hwtimer/durable/redis.lua",

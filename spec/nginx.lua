@@ -152,11 +152,13 @@ end
 -- One redis-server on a free loopback port (and a unix socket in its
 -- directory, redis.sock), no persistence, daemonized with its pid in its own
 -- directory; `extra` adds options. Returns { port =, pid =, dir =, socket = }.
-local function redis_server(extra)
-  local port = N.free_port()
-  local dir = os.tmpname()
-  os.remove(dir)
-  assert(sh("mkdir -p " .. dir))
+local function redis_server(extra, port, dir)
+  port = port or N.free_port()
+  if not dir then
+    dir = os.tmpname()
+    os.remove(dir)
+    assert(sh("mkdir -p " .. dir))
+  end
   assert(sh(string.format("redis-server --bind 127.0.0.1 --port %d --save '' --appendonly no " ..
     "--unixsocket %s/redis.sock --unixsocketperm 700 " ..
     "--daemonize yes --dir %s --pidfile %s/redis.pid --logfile %s/redis.log %s", port, dir, dir, dir, dir,
@@ -173,8 +175,9 @@ local function redis_server(extra)
   return { port = port, pid = pid, dir = dir, socket = dir .. "/redis.sock" }
 end
 
--- Stop servers { pid =, dir = } (all signalled first, then waited for).
-local function stop_redis(servers)
+-- Stop servers { pid =, dir = } (all signalled first, then waited for);
+-- their directories are removed unless `keep`.
+local function stop_redis(servers, keep)
   for _, s in ipairs(servers) do
     if s.pid then sh("kill " .. s.pid .. " 2>/dev/null") end
   end
@@ -183,15 +186,24 @@ local function stop_redis(servers)
       if not s.pid or not sh("kill -0 " .. s.pid .. " 2>/dev/null") then break end
       socket.sleep(0.05)
     end
-    sh("rm -rf " .. s.dir)
+    if not keep then sh("rm -rf " .. s.dir) end
   end
 end
 
--- A redis-server for a spec: { port =, socket =, stop = fn } (stopped by
--- its pid).
+-- A redis-server for a spec: { port =, socket =, stop = fn, restart = fn }
+-- (stopped by its pid; restart([pause]): its data saved, stopped, `pause`
+-- seconds down, then started again on the same port with that data).
 function N.start_redis()
   local node = redis_server()
-  return { port = node.port, socket = node.socket, stop = function() stop_redis({ node }) end }
+  local self = { port = node.port, socket = node.socket }
+  function self.stop() stop_redis({ node }) end
+  function self.restart(pause)
+    assert(sh("redis-cli -p " .. self.port .. " save >/dev/null"))
+    stop_redis({ node }, true)
+    if pause then socket.sleep(pause) end
+    node = redis_server(nil, self.port, node.dir)
+  end
+  return self
 end
 
 -- A Redis Cluster of `n` masters (default 3) on loopback ports, slots

@@ -151,6 +151,14 @@ local current, other_batch = window.current, window.other_batch
 local load, unload, soon, load_all = window.load, window.unload, window.soon, window.load_all
 local settle = runs.settle
 
+-- Every timeout of the queue's: its window's, the acknowledgements', the renewals'.
+local function cancel_timeouts(self)
+  window.close(self)
+  for _, t in ipairs({ self._flush or false, self._renewer or false }) do
+    if t then pcall(t.cancel, t) end
+  end
+end
+
 -- The end of the Lua state (nginx -s stop closes it without running any
 -- timer callback) cancels the queue's timeouts before the timer is
 -- collected, and writes what it can of the acknowledgements (a store that
@@ -162,7 +170,7 @@ local function at_collect(self)
   local function quietly()
     if self._closed then return end
     self._closed, self._on_error = true, function() end
-    pcall(window.close, self)
+    pcall(cancel_timeouts, self)
     pcall(runs.flush, self)
   end
   local newproxy = rawget(_G, "newproxy")
@@ -371,10 +379,7 @@ end
 function Queue:close()
   if self._closed then return end
   self._closed = true
-  window.close(self)
-  for _, t in ipairs({ self._flush or false, self._renewer or false }) do
-    if t then pcall(t.cancel, t) end
-  end
+  cancel_timeouts(self)
   runs.close(self)
 end
 

@@ -145,10 +145,13 @@ end
 local function acks_later(self)
   if self._flush then return end
   if self._ack_delay == 0 then return runs.flush(self) end
-  self._flush = later(self, self._ack_delay, function()
+  self._flush = later(self, self._ack_delay, function(t)
     self._flush = nil
     if self._gone then return end
     if self._batching then return acks_later(self) end -- a yielded q:batch: after it
+    -- (the store held to be down: a pass after the backoff's step writes
+    -- them; not at a worker's exit, the last chance)
+    if not cancelled(t) and window.down(self) then return soon(self, window.down(self)) end
     runs.settle(self)
   end)
   if not self._flush then runs.flush(self) end -- the timer refused or is stopped: now
@@ -183,9 +186,11 @@ local function renew(self)
   if #rows == 0 then return true end
   local kept, err = self._engine:renew(rows, self._lease)
   if not kept then
+    window.failed(self)
     report(self, "renew: " .. tostring(err))
     return false
   end
+  window.succeeded(self)
   for i = 1, #rows do
     local row = rows[i]
     if not kept[row.id] then
@@ -206,8 +211,13 @@ local function renew_tick(t, self)
   self._renewer = nil
   if self._closed or cancelled(t) or self._n_held == 0 then return end
   local delay = self._lease / 3
-  if self._now() - self._renewed >= delay and not self._batching and not renew(self) then
-    delay = min(self._lease / 6, 1)
+  if self._now() - self._renewed >= delay and not self._batching then
+    local wait = window.down(self)
+    if wait then
+      delay = min(delay, wait)
+    elseif not renew(self) then
+      delay = min(self._lease / 6, 1)
+    end
   end
   self._renewer = later(self, delay, renew_tick, self)
 end

@@ -90,12 +90,16 @@ end
 
 function window.succeeded(self) self._retry_step, self._retry_at = nil, nil end
 
---- Seconds until the next try while the store is held to be down, else nil.
+--- Seconds until the next try while the store is held to be down; nil
+-- when the caller may call it: the store is up, or this is the step's one
+-- try (the others wait for the step to end, or for its success).
 function window.down(self)
   local at = self._retry_at
   if at == nil then return nil end
-  local left = at - mono()
-  return left > 0 and left or nil
+  local now = mono()
+  if now < at then return at - now end
+  self._retry_at = now + self._retry_step
+  return nil
 end
 
 -- q:batch's function may yield (a cosocket in nginx, a cqueues or copas
@@ -166,6 +170,7 @@ local function refill(t, self)
     window.failed(self)
     report(self, "refill: " .. tostring(n))
   else
+    window.succeeded(self)
     self._loaded_until = horizon
     window.load_all(self, marks, n)
   end
@@ -178,12 +183,12 @@ end
 local function poll(self)
   if self._closed or window.down(self) then return end
   local marks, n = self._engine:changes(self._loaded_until)
-  if marks then
-    window.load_all(self, marks, n)
-  elseif n then
+  if not marks and n then
     window.failed(self)
     return report(self, "poll: " .. tostring(n))
   end
+  window.succeeded(self)
+  if marks then window.load_all(self, marks, n) end
   local now = self._now()
   if now >= self._next_sweep then
     self._next_sweep = now + self._sweep
