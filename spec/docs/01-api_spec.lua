@@ -109,6 +109,7 @@ describe("API reference (README.md and docs/*.md)", function()
       { "lua/hwtimer/ngx.lua", "^function NgxTimer:(%a[%w_]*)", "d:%s(" },
       { "lua/hwtimer/durable.lua", "^function M%.([%w_]+)", "durable.%s(" },
       { "lua/hwtimer/durable.lua", "^function Queue:(%a[%w_]*)", "q:%s(" }, -- not __tostring
+      { "lua/hwtimer/durable/ngx.lua", "^function M%.([%w_]+)", 'require("hwtimer.durable.ngx").%s(' },
     }
     local seen = 0
     for _, m in ipairs(modules) do
