@@ -109,10 +109,11 @@ describe("hwtimer.durable with Redis", function()
     return tonumber(t[1]) + tonumber(t[2]) / 1e6
   end
 
-  -- The jobs as Redis holds them, over every bucket: id -> { owner = the
-  -- lease's holder or "", ready = its ready time in microseconds }.
-  local function stored_jobs()
-    local tag = "{" .. prefix .. ":default}"
+  -- The jobs of `queue` (default "default") as Redis holds them, over every
+  -- bucket: id -> { owner = the lease's holder or "", ready = its ready time
+  -- in microseconds }.
+  local function stored_jobs(queue)
+    local tag = "{" .. prefix .. ":" .. (queue or "default") .. "}"
     local r = client:eval([[
       local out = {}
       for b = 0, tonumber(redis.call('HGET', KEYS[2], 'buckets')) - 1 do
@@ -223,97 +224,6 @@ describe("hwtimer.durable with Redis", function()
     end)
   end)
 
-  describe("q:schedule", function()
-    it("runs the handler with the job once it is due by the server's clock, never earlier", function()
-      q = assert(open())
-      local got, at
-      q:handle("close_order", function(job) got, at = job, server_now() end)
-      local before = server_now()
-      local id = assert(q:schedule("close_order", 0.2, "order 17"))
-      assert.equal(24, #id)
-      assert.truthy(wait(function() return got end))
-      assert.equal(id, got.id)
-      assert.equal("close_order", got.kind)
-      assert.equal("order 17", got.payload)
-      assert.equal(1, got.attempt)
-      assert.is_true(got.due >= before + 0.2 and got.due <= before + 0.25, "due " .. (got.due - before))
-      assert.is_true(at >= got.due, "ran early")
-      assert.is_nil(q:get(id))
-      assert.equal(0, q:pending())
-    end)
-
-    it("is durable when it returns: another client sees the job", function()
-      q = assert(open())
-      assert.equal("order-1", q:schedule("k", 60, nil, { id = "order-1" }))
-      assert.truthy(stored_jobs()["order-1"])
-      assert.equal(1, client:zcard("{" .. prefix .. ":default}:r:1:k"))
-    end)
-
-    it("keeps a binary payload and nil apart from the empty string", function()
-      q = assert(open())
-      local bytes = "a\0b\r\n" .. string.char(255) .. "{x}:"
-      q:schedule("k", 60, bytes, { id = "b" })
-      q:schedule("k", 60, "", { id = "e" })
-      q:schedule("k", 60, nil, { id = "n" })
-      assert.equal(bytes, q:get("b").payload)
-      assert.equal("", q:get("e").payload)
-      assert.is_nil(q:get("n").payload)
-    end)
-
-    it("replaces the job when opts.id exists, even of another kind", function()
-      q = assert(open())
-      local runs = {}
-      q:handle("k", function(job) runs[#runs + 1] = job.payload end)
-      q:handle("other", function(job) runs[#runs + 1] = "other " .. job.payload end)
-      q:schedule("k", 0.1, "first", { id = "x" })
-      q:schedule("k", 0.2, "second", { id = "x" })
-      assert.equal(1, q:pending())
-      assert.equal("second", q:get("x").payload)
-      q:schedule("other", 0.25, "third", { id = "x" })
-      assert.equal(1, q:pending())
-      wait(function() return false end, 0.5)
-      assert.same({ "other third" }, runs)
-    end)
-
-    it("takes a delay of 0 or less as due now", function()
-      q = assert(open())
-      local n = 0
-      q:handle("k", function() n = n + 1 end)
-      q:schedule("k", 0)
-      q:schedule("k", -5)
-      assert.is_true(wait(function() return n == 2 end))
-    end)
-
-    it("raises on bad arguments, naming them", function()
-      q = assert(open())
-      assert.has_error(function() q:schedule(nil, 1) end,
-        "bad argument #1 to 'schedule' (non-empty string expected, got nil)")
-      assert.has_error(function() q:schedule("k", "1") end,
-        "bad argument #2 to 'schedule' (finite number of seconds up to 1e9 expected, got string)")
-      assert.has_error(function() q:schedule("k", 1, {}) end,
-        "bad argument #3 to 'schedule' (string or nil expected, got table)")
-      assert.has_error(function() q:schedule("k", 1, nil, { id = 5 }) end,
-        "bad argument #4 to 'schedule' (option 'id': non-empty string expected, got number)")
-      assert.equal(0, q:pending())
-    end)
-  end)
-
-  describe("q:at", function()
-    it("runs at epoch seconds of the server's clock", function()
-      q = assert(open())
-      local got, at
-      q:handle("k", function(job) got, at = job, server_now() end)
-      local when = server_now() + 0.15
-      local id = q:at("k", when, "p")
-      -- stored in whole microseconds (rounded up): within 1 us, plus a
-      -- double's error at epoch magnitude (~2.4e-7 s)
-      assert.near(when, q:get(id).due, 1.5e-6)
-      assert.truthy(wait(function() return got end))
-      assert.near(when, got.due, 1.5e-6)
-      assert.is_true(at >= got.due, "ran early")
-    end)
-  end)
-
   describe("the clock", function()
     it("is the server's: a client that believes it is 5 s later runs nothing early", function()
       q = assert(open())
@@ -348,53 +258,20 @@ describe("hwtimer.durable with Redis", function()
     end)
   end)
 
-  describe("q:every", function()
-    it("runs a durable periodic job until cancelled", function()
-      q = assert(open())
-      local runs = {}
-      q:handle("tick", function(job) runs[#runs + 1] = job end)
-      local id = q:every("tick", 0.1, "hb")
-      assert.is_true(wait(function() return #runs >= 3 end))
-      assert.equal(1, q:pending())
-      for _, job in ipairs(runs) do
-        assert.equal(id, job.id)
-        assert.equal(1, job.attempt)
-        assert.equal(0.1, job.every)
-      end
-      assert.near(0.1, runs[2].due - runs[1].due, 1e-6)
-      assert.is_true(q:cancel(id))
-      local n = #runs
-      wait(function() return false end, 0.3)
-      assert.equal(n, #runs)
-    end)
-
-    it("runs once, not once per period, after missing several", function()
-      q = assert(open())
-      local id = q:every("tick", 0.1)
-      local due = q:get(id).due
-      q:close()
-      sleep(0.55) -- five periods with no process
-      q = assert(open())
-      local runs, first_at = {}, nil
-      q:handle("tick", function(job)
-        runs[#runs + 1] = job
-        first_at = first_at or server_now()
-      end)
-      assert.is_true(wait(function() return #runs >= 1 end, 1))
-      wait(function() return false end, 0.05)
-      assert.near(due, runs[1].due, 1e-6)
-      for i = 2, #runs do
-        assert.is_true(runs[i].due > first_at - 0.002, "a missed period ran again")
-      end
-    end)
-  end)
-
   local shared = {
     describe = describe, it = it, pending = pending, assert = assert,
     open = function(opts) return open(opts) end,
     timer = function() return timer end,
     wait = function(done, secs) return wait(done, secs) end,
     now = function() return server_now() end,
+    -- due times are kept in whole microseconds (rounded up): within 1 us, plus
+    -- a double's error at epoch magnitude (~2.4e-7 s)
+    resolution = 1.5e-6,
+    jobs = function(queue)
+      local jobs = stored_jobs(queue)
+      for _, job in pairs(jobs) do job.ready = job.ready / 1e6 end
+      return jobs
+    end,
     lease_end = function(id) return stored_jobs()[id].ready / 1e6 end,
     holder = function(id) return stored_jobs()[id].owner end,
     take = function(id) -- in its bucket: owner, attempt 2, lease an hour on; and in the lease set
@@ -415,6 +292,7 @@ describe("hwtimer.durable with Redis", function()
   require("spec.durable.cancel")(shared)
   require("spec.durable.window")(shared)
   require("spec.durable.contract")(shared)
+  require("spec.durable.front")(shared)
   describe("acknowledgements", function()
     it("wait for the next claim, which writes them; reads of jobs write them first", function()
       -- (no poll or sweep: either would claim, and write them, on its own)
@@ -480,6 +358,23 @@ describe("hwtimer.durable with Redis", function()
         if job.owner == "" and job.ready ~= 0 then assert.equal(job.ready, seen[id], id) end
       end
     end
+
+    it("indexes a batch's jobs only at its commit, and a job's ready time when schedule returns", function()
+      q = assert(open())
+      local index = "{" .. prefix .. ":default}:r:1:k"
+      local ran = 0
+      q:handle("k", function() ran = ran + 1 end)
+      assert.is_true(q:batch(function(b)
+        for i = 1, 10 do b:schedule("k", 0.05, tostring(i)) end
+        assert.equal(0, client:zcard(index)) -- not before the commit
+      end))
+      assert.is_true(client:zcard(index) >= 1)
+      check_slots()
+      assert.is_true(wait(function() return ran == 10 and q:pending() == 0 end))
+      assert.equal("order-1", q:schedule("k", 60, nil, { id = "order-1" }))
+      assert.equal(1, client:zcard(index))
+      check_slots()
+    end)
 
     it("keeps every bucket and slot packed however the jobs crowd, and every job findable", function()
       q = assert(open())
@@ -586,145 +481,6 @@ describe("hwtimer.durable with Redis", function()
     end)
   end)
 
-  describe("q:cancel", function()
-    it("returns true once, and the job never runs", function()
-      q = assert(open())
-      local ran = false
-      q:handle("k", function() ran = true end)
-      local id = q:schedule("k", 0.1)
-      assert.is_true(q:cancel(id))
-      assert.is_false(q:cancel(id))
-      assert.is_false(q:cancel("never-was"))
-      wait(function() return false end, 0.25)
-      assert.is_false(ran)
-      assert.equal(0, q:pending())
-    end)
-  end)
-
-  describe("q:get, q:pending", function()
-    it("counts every process's jobs; keeps queues apart", function()
-      q = assert(open())
-      local other = assert(open())
-      local third = assert(open({ queue = "mail" }))
-      q:schedule("a", 60)
-      other:schedule("b", 60, nil, { id = "bb" })
-      third:schedule("a", 60)
-      assert.equal(2, q:pending())
-      assert.equal(1, third:pending())
-      assert.equal("b", q:get("bb").kind)
-      assert.is_nil(third:get("bb"))
-      assert.is_nil(q:get("unknown"))
-    end)
-  end)
-
-  describe("retries and dead jobs", function()
-    it("retries a failing job with backoff, then it is dead, kept until cancelled", function()
-      local errors = {}
-      q = assert(open({ attempts = 3, backoff = { delay = 0.05, factor = 2 },
-                        on_error = function(err, job) errors[#errors + 1] = { err = err, job = job } end }))
-      local attempts = {}
-      q:handle("k", function(job)
-        attempts[#attempts + 1] = { job.attempt, server_now() }
-        error("boom " .. job.attempt, 0)
-      end)
-      local id = q:schedule("k", 0, "p")
-      assert.is_true(wait(function() return #q:dead() == 1 end))
-      assert.equal(3, #attempts)
-      assert.is_true(attempts[2][2] - attempts[1][2] >= 0.05, "retried before its backoff")
-      assert.is_true(attempts[3][2] - attempts[2][2] >= 0.1, "retried before its backoff")
-      local dead = q:dead()[1]
-      assert.equal(id, dead.id)
-      assert.is_true(dead.dead)
-      assert.equal("boom 3", dead.error)
-      assert.equal(3, dead.attempt)
-      assert.equal("p", dead.payload)
-      assert.equal(3, #errors)
-      assert.equal(id, errors[1].job.id)
-      assert.equal(0, q:pending())
-      wait(function() return false end, 0.2)
-      assert.equal(3, #attempts)
-      assert.is_true(q:cancel(id))
-      assert.same({}, q:dead())
-    end)
-
-    it("runs a job again after an error until it succeeds", function()
-      q = assert(open({ backoff = { delay = 0.01 }, on_error = function() end }))
-      local n = 0
-      q:handle("k", function()
-        n = n + 1
-        if n < 3 then error("not yet") end
-      end)
-      q:schedule("k", 0)
-      assert.is_true(wait(function() return n == 3 and q:pending() == 0 end))
-    end)
-  end)
-
-  describe("q:batch", function()
-    it("stores many jobs in one script call", function()
-      q = assert(open())
-      local ran = 0
-      q:handle("k", function() ran = ran + 1 end)
-      assert.is_true(q:batch(function(b)
-        for i = 1, 10 do b:schedule("k", 0.05, tostring(i)) end
-        assert.equal(0, client:zcard("{" .. prefix .. ":default}:r:1:k")) -- not before the commit
-      end))
-      assert.equal(10, q:pending())
-      assert.is_true(wait(function() return ran == 10 end))
-    end)
-
-    it("sends nothing when fn raises, and raises again", function()
-      q = assert(open())
-      assert.has_error(function()
-        q:batch(function(b)
-          b:schedule("k", 1)
-          error("changed my mind", 0)
-        end)
-      end, "changed my mind")
-      assert.equal(0, q:pending())
-    end)
-  end)
-
-  describe("a due job with no handler in this process", function()
-    it("stays stored and unclaimed until a handler for its kind exists", function()
-      q = assert(open({ sweep = 0.05 }))
-      local id = q:schedule("unknown_kind", 0)
-      wait(function() return false end, 0.2)
-      local job = q:get(id)
-      assert.equal(0, job.attempt)
-      assert.is_nil(job.leased)
-      local ran
-      q:handle("unknown_kind", function(j) ran = j end)
-      assert.truthy(wait(function() return ran end))
-      assert.equal(1, ran.attempt)
-    end)
-  end)
-
-  describe("restart", function()
-    it("runs overdue jobs oldest first, in batches that keep the loop responsive", function()
-      q = assert(open({ batch = 200 }))
-      local now = server_now()
-      assert(q:batch(function(b)
-        for i = 2000, 1, -1 do b:at("k", now - 100 + i * 0.01, nil, { id = tostring(i) }) end
-      end))
-      q:close()
-      q = assert(open({ batch = 200 }))
-      local order, ticks, ticks_at, beating = {}, 0, {}, true
-      local function tick()
-        ticks = ticks + 1
-        if beating then timer:schedule(0, tick) end
-      end
-      timer:schedule(0, tick)
-      q:handle("k", function(job)
-        order[#order + 1] = tonumber(job.id)
-        ticks_at[#order] = ticks
-      end)
-      assert.is_true(wait(function() return #order == 2000 and q:pending() == 0 end, 20))
-      beating = false
-      for i = 1, 2000 do assert.equal(i, order[i]) end
-      assert.is_true(ticks_at[2000] - ticks_at[1] >= 5, "the loop ran nothing else during the catch-up")
-    end)
-  end)
-
   describe("faults", function()
     it("loads its scripts again after SCRIPT FLUSH, losing nothing", function()
       q = assert(open())
@@ -771,20 +527,6 @@ describe("hwtimer.durable with Redis", function()
       table.sort(ran)
       assert.same({ "after", "before 1", "before 2", "before 3" }, ran)
       assert.equal(0, q:pending())
-    end)
-  end)
-
-  describe("q:handle, q:close", function()
-    it("raises on bad arguments and after close", function()
-      q = assert(open())
-      assert.has_error(function() q:handle(1, print) end,
-        "bad argument #1 to 'handle' (non-empty string expected, got number)")
-      assert.has_error(function() q:handle("k", 1) end,
-        "bad argument #2 to 'handle' (function expected, got number)")
-      q:close()
-      q:close()
-      assert.has_error(function() q:schedule("k", 1) end, "attempt to use a closed queue")
-      assert.has_error(function() q:pending() end, "attempt to use a closed queue")
     end)
   end)
 
