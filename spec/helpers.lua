@@ -21,6 +21,13 @@ function helpers.full_size()
     and os.getenv("HWT_QUICK") == nil
 end
 
+-- How many keys t has.
+function helpers.count(t)
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  return n
+end
+
 -- Dispatch until `done()` is true or `secs` pass; returns done().
 function helpers.wait_until(timer, done, secs)
   local limit = hwtimer.now() + (secs or 5)

@@ -230,40 +230,11 @@ describe("hwtimer.durable", function()
     end)
   end)
 
+  -- (Left out of spec/durable/acks.lua: on Redis a flush timeout that an
+  -- earlier pass armed, as the first pass of every queue does there, is
+  -- cancelled by the stop, and the pass's acknowledgements wait; on SQLite too
+  -- when the stop comes in the second pass within ack_delay.)
   describe("acknowledgements", function()
-    local function count(where)
-      return query(path, "SELECT count(*) FROM hwtimer_jobs" .. (where and (" WHERE " .. where) or ""))
-    end
-
-    it("wait for the next claim, which writes them; reads of jobs write them first", function()
-      -- (no poll or sweep: either would claim, and write them, on its own)
-      q = assert(open({ ack_delay = 30, poll = 60, sweep = 60 }))
-      local ran = {}
-      q:handle("k", function(job) ran[#ran + 1] = job.id end)
-      assert(q:schedule("k", 0.05, nil, { id = "a" }))
-      assert(q:schedule("k", 0.3, nil, { id = "b" }))
-      assert.is_true(wait(function() return #ran == 1 end))
-      assert.equal(1, count("id = 'a' AND owner IS NOT NULL")) -- ran, still leased
-      assert.is_true(wait(function() return #ran == 2 end))
-      assert.equal(0, count("id = 'a'")) -- written with b's claim
-      assert.equal(1, count("id = 'b'"))
-      assert.is_nil(q:get("b"))
-      assert.equal(0, count())
-      assert.equal(0, q:pending())
-    end)
-
-    it("are written after ack_delay when no claim comes, and at once with ack_delay = 0", function()
-      for _, delay in ipairs({ 0.05, 0 }) do
-        local queue = assert(open({ ack_delay = delay, queue = "q" .. delay }))
-        local ran
-        queue:handle("k", function() ran = true end)
-        assert(queue:schedule("k", 0.02))
-        assert.is_true(wait(function() return ran end))
-        if delay == 0 then assert.equal(0, count()) end
-        assert.is_true(wait(function() return count() == 0 end, 2))
-      end
-    end)
-
     it("are written at once when the timer was stopped during the pass", function()
       -- (in nginx: a worker exiting while a pass waits on a cosocket)
       local errors = {}
@@ -276,27 +247,7 @@ describe("hwtimer.durable", function()
       while not stopped and hwtimer.now() < limit do timer:run(0.005) end
       assert.truthy(stopped)
       assert.same({}, errors)
-      assert.equal(0, count())
-    end)
-
-    it("are written by close, and by cancel, which then finds the job gone", function()
-      q = assert(open({ ack_delay = 30 }))
-      local ran = 0
-      q:handle("k", function() ran = ran + 1 end)
-      local due = sqlite.now() + 0.05
-      assert(q:batch(function(b) -- due together: one claim
-        b:at("k", due, nil, { id = "a" })
-        b:at("k", due, nil, { id = "b" })
-      end))
-      assert.is_true(wait(function() return ran == 2 end))
-      assert.equal(2, count())
-      assert.is_false(q:cancel("a"))
-      assert.equal(0, count())
-      assert(q:schedule("k", 0.02, nil, { id = "c" }))
-      assert.is_true(wait(function() return ran == 3 end))
-      assert.equal(1, count())
-      q:close()
-      assert.equal(0, count())
+      assert.equal(0, query(path, "SELECT count(*) FROM hwtimer_jobs"))
     end)
   end)
 
@@ -352,6 +303,8 @@ describe("hwtimer.durable", function()
   require("spec.durable.window")(shared)
   require("spec.durable.contract")(shared)
   require("spec.durable.front")(shared)
+  require("spec.durable.acks")(shared)
+
   ---------------------------------------------------------------------------
   -- Processes
   ---------------------------------------------------------------------------

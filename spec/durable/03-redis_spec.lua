@@ -267,6 +267,7 @@ describe("hwtimer.durable with Redis", function()
     -- due times are kept in whole microseconds (rounded up): within 1 us, plus
     -- a double's error at epoch magnitude (~2.4e-7 s)
     resolution = 1.5e-6,
+    poll_claims = true,
     jobs = function(queue)
       local jobs = stored_jobs(queue)
       for _, job in pairs(jobs) do job.ready = job.ready / 1e6 end
@@ -293,24 +294,7 @@ describe("hwtimer.durable with Redis", function()
   require("spec.durable.window")(shared)
   require("spec.durable.contract")(shared)
   require("spec.durable.front")(shared)
-  describe("acknowledgements", function()
-    it("wait for the next claim, which writes them; reads of jobs write them first", function()
-      -- (no poll or sweep: either would claim, and write them, on its own)
-      q = assert(open({ ack_delay = 30, poll = 60, sweep = 60 }))
-      local function stored(id) return stored_jobs()[id] ~= nil end
-      local ran = {}
-      q:handle("k", function(job) ran[#ran + 1] = job.id end)
-      assert(q:schedule("k", 0.05, nil, { id = "a" }))
-      assert(q:schedule("k", 0.3, nil, { id = "b" }))
-      assert.is_true(wait(function() return #ran == 1 end))
-      assert.is_true(stored("a")) -- ran, its acknowledgement waits
-      assert.is_true(q:get("a") == nil and not stored("a")) -- get wrote it first
-      assert.is_true(wait(function() return #ran == 2 end))
-      assert.is_true(stored("b"))
-      assert.equal(0, q:pending())
-      assert.is_false(stored("b"))
-    end)
-  end)
+  require("spec.durable.acks")(shared)
 
   describe("the store's layout", function()
     -- Redis packs a hash or sorted set of up to 128 short entries into one

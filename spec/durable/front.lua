@@ -11,11 +11,7 @@
 local sleep = require("hwtimer_testutil").sleep
 local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
 
-local function count(t)
-  local n = 0
-  for _ in pairs(t) do n = n + 1 end
-  return n
-end
+local count = require("spec.helpers").count
 
 return function(env)
   local describe, it, pending, assert = env.describe, env.it, env.pending, env.assert
