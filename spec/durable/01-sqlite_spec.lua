@@ -12,8 +12,6 @@ if not have_sqlite then
   return
 end
 local durable = require("hwtimer.durable")
-local wall = sqlite.now
-local sleep = require("hwtimer_testutil").sleep
 
 local function shell(cmd)
   local p = assert(io.popen(cmd))
@@ -276,6 +274,7 @@ describe("hwtimer.durable", function()
 
   local shared = {
     describe = describe, it = it, pending = pending, assert = assert,
+    finally = function(fn) return finally(fn) end, -- (busted's, defined while an it runs)
     open = function(opts) return open(opts) end,
     timer = function() return timer end,
     wait = function(done, secs) return wait(done, secs) end,
@@ -298,134 +297,42 @@ describe("hwtimer.durable", function()
       db:close()
     end,
   }
+  -- Worker processes (spec/durable/worker.lua) record their runs in runs.db
+  -- beside the store.
+  local lua = os.getenv("HWT_LUA") or "lua5.4"
+  function shared.start_worker(lease, exit_when_empty, stall, log)
+    local cmd = string.format("%s spec/durable/worker.lua '%s' '%s/runs.db' %s %s %s >'%s' 2>&1 & echo $!",
+      lua, path, dir, lease, exit_when_empty and "1" or "0", stall and "1" or "0", log)
+    return (shell(cmd):match("%d+"))
+  end
+  local function runs_rows(sql) -- none until a worker has made its table
+    local db = assert(sqlite.open(dir .. "/runs.db"))
+    db:busy_timeout(5)
+    local st = db:prepare(sql)
+    local r = st and assert(st:rows()) or {}
+    db:close()
+    return r
+  end
+  function shared.ran()
+    local r = runs_rows("SELECT count(*) FROM runs")
+    return r[1] and r[1][1] or 0
+  end
+  function shared.runs()
+    local counts, by_pid = {}, {}
+    for _, r in ipairs(runs_rows("SELECT id, pid FROM runs")) do
+      counts[r[1]] = (counts[r[1]] or 0) + 1
+      by_pid[r[2]] = (by_pid[r[2]] or 0) + 1
+    end
+    return counts, by_pid
+  end
+  shared.kill_jobs = tonumber(os.getenv("HWT_DURABLE_KILL_N") or "50000")
+  function shared.child_open() return string.format("{ path = %q }", path) end
+
   require("spec.durable.leases")(shared)
   require("spec.durable.cancel")(shared)
   require("spec.durable.window")(shared)
   require("spec.durable.contract")(shared)
   require("spec.durable.front")(shared)
   require("spec.durable.acks")(shared)
-
-  ---------------------------------------------------------------------------
-  -- Processes
-  ---------------------------------------------------------------------------
-
-  local lua = os.getenv("HWT_LUA") or "lua5.4"
-
-  -- Start spec/durable/worker.lua in the background; returns its pid.
-  local function start_worker(runs, lease, exit_when_empty, log)
-    local cmd = string.format("%s spec/durable/worker.lua '%s' '%s' %s %s >'%s' 2>&1 & echo $!",
-      lua, path, runs, lease, exit_when_empty and "1" or "0", log)
-    return (shell(cmd):match("%d+"))
-  end
-
-  local function alive(pid) return os.execute("kill -0 " .. pid .. " 2>/dev/null") == true or
-    os.execute("kill -0 " .. pid .. " 2>/dev/null") == 0 end
-
-  local function wait_exit(pid, secs)
-    local limit = hwtimer.now() + secs
-    while alive(pid) and hwtimer.now() < limit do sleep(0.05) end
-    return not alive(pid)
-  end
-
-  local function count_runs(runs) -- 0 until the worker has made its table
-    local db = assert(sqlite.open(runs))
-    db:busy_timeout(5)
-    local st = db:prepare("SELECT count(*) FROM runs")
-    local n = st and st:first() or 0
-    db:close()
-    return n
-  end
-
-  local function store_jobs(n, spread)
-    local s = assert(open())
-    local now = wall()
-    assert(s:batch(function(b)
-      for i = 1, n do b:at("job", now + spread * i / n, nil, { id = "j" .. i }) end
-    end))
-    s:close()
-  end
-
-  it("kill -9 in the middle of 50,000 jobs: after a restart every job ran, twice only if in flight", function()
-    local n = tonumber(os.getenv("HWT_DURABLE_KILL_N") or "50000")
-    local runs = dir .. "/runs.db"
-    store_jobs(n, 0.5)
-    local pid = start_worker(runs, 1, false, dir .. "/w1.log")
-    local limit = hwtimer.now() + 60
-    while count_runs(runs) < n / 3 and hwtimer.now() < limit do sleep(0.01) end
-    os.execute("kill -9 " .. pid)
-    assert.is_true(wait_exit(pid, 5))
-    local ran_before = count_runs(runs)
-    assert.is_true(ran_before >= n / 3 and ran_before < n, "killed after " .. ran_before .. " runs")
-    local in_flight = {}
-    for _, r in ipairs(rows(path, "SELECT id FROM hwtimer_jobs WHERE owner IS NOT NULL")) do in_flight[r[1]] = true end
-    pid = start_worker(runs, 1, true, dir .. "/w2.log")
-    assert.is_true(wait_exit(pid, 90), "the restarted worker did not finish")
-    local counts = {}
-    for _, r in ipairs(rows(runs, "SELECT id, count(*) FROM runs GROUP BY id")) do counts[r[1]] = r[2] end
-    local dup, missing, flight = 0, 0, 0
-    for _ in pairs(in_flight) do flight = flight + 1 end
-    for i = 1, n do
-      local c = counts["j" .. i]
-      if not c then missing = missing + 1
-      elseif c > 1 then
-        dup = dup + 1
-        assert.is_true(in_flight["j" .. i], "j" .. i .. " ran twice but was not in flight")
-      end
-    end
-    assert.equal(0, missing)
-    assert.equal(0, query(path, "SELECT count(*) FROM hwtimer_jobs"))
-    assert.is_true(dup <= flight)
-    print(string.format("\n    kill -9 after %d of %d runs: %d in flight, %d ran twice", ran_before, n, flight, dup))
-  end)
-
-  it("three processes on one store run every job exactly once", function()
-    local n = 6000
-    local runs = dir .. "/runs.db"
-    store_jobs(n, 1.5)
-    local pids = {}
-    for i = 1, 3 do pids[i] = start_worker(runs, 30, true, dir .. "/w" .. i .. ".log") end
-    for i = 1, 3 do assert.is_true(wait_exit(pids[i], 60), "worker " .. i .. " did not finish") end
-    local counts, by_pid = {}, {}
-    for _, r in ipairs(rows(runs, "SELECT id, pid FROM runs")) do
-      counts[r[1]] = (counts[r[1]] or 0) + 1
-      by_pid[r[2]] = (by_pid[r[2]] or 0) + 1
-    end
-    for i = 1, n do assert.equal(1, counts["j" .. i], "j" .. i) end
-    local procs = 0
-    for _ in pairs(by_pid) do procs = procs + 1 end
-    assert.is_true(procs >= 2, "one process ran every job")
-  end)
-
-  it("opens a store of jobs over a year (10^6 on Lua 5.4) within the window's memory", function()
-    local n = helpers.full_size() and 1000000 or 100000
-    local s = assert(open())
-    local now = wall()
-    assert(s:batch(function(b)
-      for i = 1, n do b:at("far", now + 3600 + i * 315.36, nil) end
-    end))
-    s:close()
-    local out, ok = helpers.run_lua(string.format([[
-      local function rss()
-        local f = io.open("/proc/self/status")
-        local kb = f:read("*a"):match("VmRSS:%%s*(%%d+)")
-        f:close()
-        return tonumber(kb)
-      end
-      local hwtimer = require("hwtimer")
-      local durable = require("hwtimer.durable")
-      local timer = hwtimer.new()
-      collectgarbage()
-      local before = rss()
-      local q = assert(durable.open(timer, { path = %q }))
-      q:handle("far", function() end)
-      timer:run(0.3)
-      collectgarbage()
-      print("pending", q:pending(), "in wheel", timer:pending(), "rss growth kB", rss() - before)
-    ]], path))
-    assert.is_true(ok, out)
-    local pend, wheel, growth = out:match("pending%s+(%d+)%s+in wheel%s+(%d+)%s+rss growth kB%s+(%-?%d+)")
-    assert.equal(n, tonumber(pend), out)
-    assert.is_true(tonumber(wheel) <= 3, out)
-    assert.is_true(tonumber(growth) < 8 * 1024, out)
-  end)
+  require("spec.durable.processes")(shared)
 end)

@@ -260,6 +260,7 @@ describe("hwtimer.durable with Redis", function()
 
   local shared = {
     describe = describe, it = it, pending = pending, assert = assert,
+    finally = function(fn) return finally(fn) end, -- (busted's, defined while an it runs)
     open = function(opts) return open(opts) end,
     timer = function() return timer end,
     wait = function(done, secs) return wait(done, secs) end,
@@ -289,12 +290,36 @@ describe("hwtimer.durable with Redis", function()
         end]], 3, tag .. ":j", tag .. ":meta", tag .. ":l:1:k", id)
     end,
   }
+  -- Worker processes (spec/durable/redis_worker.lua) push their runs to the
+  -- list runs:PREFIX.
+  function shared.start_worker(lease, exit_when_empty, stall, log)
+    local cmd = string.format("%s spec/durable/redis_worker.lua %d '%s' %s %s %s >'%s' 2>&1 & echo $!",
+      lua, port, prefix, lease, exit_when_empty and "1" or "0", stall and "1" or "0", log)
+    return (shell(cmd):match("%d+"))
+  end
+  function shared.ran() return client:llen("runs:" .. prefix) end
+  function shared.runs()
+    local counts, by_pid = {}, {}
+    for _, r in ipairs(client:lrange("runs:" .. prefix, 0, -1)) do
+      local id, pid = r:match("^(%S+) (%d+)$")
+      counts[id] = (counts[id] or 0) + 1
+      by_pid[pid] = (by_pid[pid] or 0) + 1
+    end
+    return counts, by_pid
+  end
+  shared.kill_jobs = helpers.full_size() and 50000 or 5000
+  function shared.child_open()
+    return string.format("{ redis = require('spec.nginx').redis_lua().connect('127.0.0.1', %d), prefix = %q }",
+      port, prefix)
+  end
+
   require("spec.durable.leases")(shared)
   require("spec.durable.cancel")(shared)
   require("spec.durable.window")(shared)
   require("spec.durable.contract")(shared)
   require("spec.durable.front")(shared)
   require("spec.durable.acks")(shared)
+  require("spec.durable.processes")(shared)
 
   describe("the store's layout", function()
     -- Redis packs a hash or sorted set of up to 128 short entries into one
@@ -512,113 +537,6 @@ describe("hwtimer.durable with Redis", function()
       assert.same({ "after", "before 1", "before 2", "before 3" }, ran)
       assert.equal(0, q:pending())
     end)
-  end)
-
-  ---------------------------------------------------------------------------
-  -- Processes
-  ---------------------------------------------------------------------------
-
-  local function start_worker(lease, exit_when_empty, stall, log)
-    local cmd = string.format("%s spec/durable/redis_worker.lua %d '%s' %s %s %s >'%s' 2>&1 & echo $!",
-      lua, port, prefix, lease, exit_when_empty and "1" or "0", stall and "1" or "0", log)
-    return (shell(cmd):match("%d+"))
-  end
-
-  local function runs_of()
-    local list = client:lrange("runs:" .. prefix, 0, -1)
-    local counts, by_pid = {}, {}
-    for _, r in ipairs(list) do
-      local id, pid = r:match("^(%S+) (%d+)$")
-      counts[id] = (counts[id] or 0) + 1
-      by_pid[pid] = (by_pid[pid] or 0) + 1
-    end
-    return counts, by_pid, #list
-  end
-
-  local function logdir() return (shell("mktemp -d /tmp/hwtimer-redis-w.XXXXXX"):gsub("%s+$", "")) end
-
-  it("runs a job again after its lease expires when its process was killed with kill -9", function()
-    local dir = logdir()
-    finally(function() sh("rm -rf '" .. dir .. "'") end)
-    q = assert(open({ sweep = 0.05 }))
-    q:schedule("job", 0, nil, { id = "x" })
-    local pid = start_worker(2, false, true, dir .. "/w.log") -- lease 2 s, stalls in the job
-    local limit = hwtimer.now() + 10 * SLOW
-    while runs_of()["x"] == nil and hwtimer.now() < limit do sleep(0.01) end
-    assert.equal(1, runs_of()["x"], helpers.read_file(dir .. "/w.log"))
-    local lease_end = stored_jobs()["x"].ready / 1e6
-    assert.is_true(q:get("x").leased)
-    sh("kill -9 " .. pid)
-    assert.is_true(wait_exit(pid, 5))
-    local got, at
-    q:handle("job", function(job) got, at = job, server_now() end)
-    assert.truthy(wait(function() return got end))
-    assert.equal(2, got.attempt)
-    assert.is_true(at >= lease_end, "ran " .. (lease_end - at) .. " s before its lease expired")
-    assert.equal(0, q:pending())
-  end)
-
-  it("kill -9 amid jobs (50,000 on Lua 5.4): after a restart every job ran, twice only if in flight", function()
-    local dir = logdir()
-    finally(function() sh("rm -rf '" .. dir .. "'") end)
-    local n = helpers.full_size() and 50000 or 5000
-    q = assert(open())
-    local now = server_now()
-    assert(q:batch(function(b)
-      for i = 1, n do b:at("job", now + 0.5 * SLOW * i / n, nil, { id = "j" .. i }) end
-    end))
-    local pid = start_worker(1, false, false, dir .. "/w1.log")
-    local limit = hwtimer.now() + 30 * SLOW
-    while select(3, runs_of()) < n / 3 and hwtimer.now() < limit do sleep(0.002) end
-    sh("kill -9 " .. pid)
-    assert.is_true(wait_exit(pid, 5))
-    local _, _, ran_before = runs_of()
-    assert.is_true(ran_before >= n / 3 and ran_before < n, "killed after " .. ran_before .. " runs")
-    local in_flight = {}
-    for id, job in pairs(stored_jobs()) do
-      if job.owner ~= "" then in_flight[id] = true end
-    end
-    pid = start_worker(1, true, false, dir .. "/w2.log")
-    assert.is_true(wait_exit(pid, 60), "the restarted worker did not finish")
-    local counts = runs_of()
-    local dup, missing, flight = 0, 0, 0
-    for _ in pairs(in_flight) do flight = flight + 1 end
-    for i = 1, n do
-      local c = counts["j" .. i]
-      if not c then
-        missing = missing + 1
-      elseif c > 1 then
-        dup = dup + 1
-        assert.is_true(in_flight["j" .. i], "j" .. i .. " ran twice but was not in flight")
-      end
-    end
-    assert.equal(0, missing)
-    assert.equal(0, q:pending())
-    assert.is_true(dup <= flight)
-    print(string.format("\n    kill -9 after %d of %d runs: %d in flight, %d ran twice", ran_before, n, flight, dup))
-  end)
-
-  it("three processes on one store run every job exactly once", function()
-    local dir = logdir()
-    finally(function() sh("rm -rf '" .. dir .. "'") end)
-    local n = 3000
-    q = assert(open())
-    local now = server_now()
-    assert(q:batch(function(b)
-      for i = 1, n do b:at("job", now + 1 + 1.5 * i / n, nil, { id = "j" .. i }) end
-    end))
-    local pids = {}
-    for i = 1, 3 do pids[i] = start_worker(30, true, false, dir .. "/w" .. i .. ".log") end
-    for i = 1, 3 do
-      assert.is_true(wait_exit(pids[i], 60), "worker " .. i .. " did not finish")
-    end
-    local counts, by_pid, total = runs_of()
-    for i = 1, n do assert.equal(1, counts["j" .. i], "j" .. i) end
-    assert.equal(n, total)
-    local procs = 0
-    for _ in pairs(by_pid) do procs = procs + 1 end
-    assert.is_true(procs >= 2, "one process ran every job")
-    assert.equal(0, q:pending())
   end)
 end)
 
