@@ -280,6 +280,10 @@ describe("hwtimer.durable", function()
     wait = function(done, secs) return wait(done, secs) end,
     now = sqlite.now,
     resolution = 0, -- a REAL column: the due time as given
+    check_store = function(empty)
+      assert.equal("ok", query(path, "PRAGMA integrity_check"))
+      if empty then assert.equal(0, query(path, "SELECT count(*) FROM hwtimer_jobs WHERE queue = 'default'")) end
+    end,
     jobs = function(queue)
       local jobs = {}
       for _, r in ipairs(rows(path, "SELECT id, coalesce(owner, ''), ready FROM hwtimer_jobs WHERE queue = ?1",
@@ -333,6 +337,7 @@ describe("hwtimer.durable", function()
   require("spec.durable.window")(shared)
   require("spec.durable.contract")(shared)
   require("spec.durable.front")(shared)
+  require("spec.durable.runs")(shared)
   require("spec.durable.acks")(shared)
   require("spec.durable.processes")(shared)
 end)

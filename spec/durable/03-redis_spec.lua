@@ -258,6 +258,52 @@ describe("hwtimer.durable with Redis", function()
     end)
   end)
 
+  -- Redis packs a hash or sorted set of up to 128 short entries into one
+  -- array (listpack), a few bytes an entry; past that it costs ~120 bytes
+  -- an entry. The jobs spread over buckets, the ready times over slots.
+  local function layout()
+    local r = client:eval([[
+      local out = {}
+      for _, k in ipairs(redis.call('KEYS', ARGV[1])) do
+        local t = redis.call('TYPE', k).ok
+        local n = t == 'hash' and redis.call('HLEN', k) or t == 'zset' and redis.call('ZCARD', k) or 0
+        out[#out + 1] = k
+        out[#out + 1] = redis.call('OBJECT', 'ENCODING', k)
+        out[#out + 1] = n
+      end
+      return out]], 0, "{" .. prefix .. ":default}:*")
+    local keys = {}
+    for i = 1, #r, 3 do keys[r[i]] = { encoding = r[i + 1], n = r[i + 2] } end
+    return keys
+  end
+
+  -- Every slot of kind k: listed in the index once, disjoint from the
+  -- others, holding only ready times inside its span; and every job not
+  -- dead nor in flight in exactly one of them, at its ready time.
+  local function check_slots()
+    local tag = "{" .. prefix .. ":default}"
+    local index = client:zrange(tag .. ":r:1:k", 0, -1)
+    local last_end, seen = -math.huge, {}
+    for _, member in ipairs(index) do
+      local start, width = member:match("^(%-?%d+)/(%d+)$")
+      start, width = tonumber(start), tonumber(width)
+      assert.is_true(start >= last_end, "slot " .. member .. " overlaps the one before")
+      assert.equal(0, start % width, member)
+      last_end = start + width
+      local entries = client:zrange(tag .. ":r:1:k:" .. member:match("^%-?%d+"), 0, -1, "withscores")
+      assert.is_true(#entries > 0, "slot " .. member .. " is listed but empty")
+      for _, e in ipairs(entries) do
+        local id, ready = e[1], tonumber(e[2])
+        assert.is_true(ready >= start and ready < start + width, id .. " outside " .. member)
+        assert.is_nil(seen[id], id .. " in two slots")
+        seen[id] = ready
+      end
+    end
+    for id, job in pairs(stored_jobs()) do
+      if job.owner == "" and job.ready ~= 0 then assert.equal(job.ready, seen[id], id) end
+    end
+  end
+
   local shared = {
     describe = describe, it = it, pending = pending, assert = assert,
     finally = function(fn) return finally(fn) end, -- (busted's, defined while an it runs)
@@ -269,6 +315,15 @@ describe("hwtimer.durable with Redis", function()
     -- a double's error at epoch magnitude (~2.4e-7 s)
     resolution = 1.5e-6,
     poll_claims = true,
+    check_store = function(empty)
+      check_slots()
+      if not empty then return end
+      local left = {}
+      for key in pairs(layout()) do
+        if not key:find(":meta$") and not key:find(":kinds$") then left[#left + 1] = key end
+      end
+      assert.same({}, left)
+    end,
     jobs = function(queue)
       local jobs = stored_jobs(queue)
       for _, job in pairs(jobs) do job.ready = job.ready / 1e6 end
@@ -318,56 +373,11 @@ describe("hwtimer.durable with Redis", function()
   require("spec.durable.window")(shared)
   require("spec.durable.contract")(shared)
   require("spec.durable.front")(shared)
+  require("spec.durable.runs")(shared)
   require("spec.durable.acks")(shared)
   require("spec.durable.processes")(shared)
 
   describe("the store's layout", function()
-    -- Redis packs a hash or sorted set of up to 128 short entries into one
-    -- array (listpack), a few bytes an entry; past that it costs ~120 bytes
-    -- an entry. The jobs spread over buckets, the ready times over slots.
-    local function layout()
-      local r = client:eval([[
-        local out = {}
-        for _, k in ipairs(redis.call('KEYS', ARGV[1])) do
-          local t = redis.call('TYPE', k).ok
-          local n = t == 'hash' and redis.call('HLEN', k) or t == 'zset' and redis.call('ZCARD', k) or 0
-          out[#out + 1] = k
-          out[#out + 1] = redis.call('OBJECT', 'ENCODING', k)
-          out[#out + 1] = n
-        end
-        return out]], 0, "{" .. prefix .. ":default}:*")
-      local keys = {}
-      for i = 1, #r, 3 do keys[r[i]] = { encoding = r[i + 1], n = r[i + 2] } end
-      return keys
-    end
-
-    -- Every slot of kind k: listed in the index once, disjoint from the
-    -- others, holding only ready times inside its span; and every job not
-    -- dead nor in flight in exactly one of them, at its ready time.
-    local function check_slots()
-      local tag = "{" .. prefix .. ":default}"
-      local index = client:zrange(tag .. ":r:1:k", 0, -1)
-      local last_end, seen = -math.huge, {}
-      for _, member in ipairs(index) do
-        local start, width = member:match("^(%-?%d+)/(%d+)$")
-        start, width = tonumber(start), tonumber(width)
-        assert.is_true(start >= last_end, "slot " .. member .. " overlaps the one before")
-        assert.equal(0, start % width, member)
-        last_end = start + width
-        local entries = client:zrange(tag .. ":r:1:k:" .. member:match("^%-?%d+"), 0, -1, "withscores")
-        assert.is_true(#entries > 0, "slot " .. member .. " is listed but empty")
-        for _, e in ipairs(entries) do
-          local id, ready = e[1], tonumber(e[2])
-          assert.is_true(ready >= start and ready < start + width, id .. " outside " .. member)
-          assert.is_nil(seen[id], id .. " in two slots")
-          seen[id] = ready
-        end
-      end
-      for id, job in pairs(stored_jobs()) do
-        if job.owner == "" and job.ready ~= 0 then assert.equal(job.ready, seen[id], id) end
-      end
-    end
-
     it("indexes a batch's jobs only at its commit, and a job's ready time when schedule returns", function()
       q = assert(open())
       local index = "{" .. prefix .. ":default}:r:1:k"
@@ -427,34 +437,6 @@ describe("hwtimer.durable with Redis", function()
       for i = 1, n do assert.equal(i % 2 == 1, q:get("id" .. i) ~= nil) end
     end)
 
-    it("takes 5,000 jobs at one instant in one batch, and claims 5,000 in one call", function()
-      -- (the script's calls go in chunks: Lua 5.1's unpack stops near 8,000
-      -- values, and a script that fails halfway keeps what it wrote)
-      q = assert(open({ batch = 5000, poll = 60, sweep = 60 }))
-      local ran = 0
-      assert(q:batch(function(b)
-        for _ = 1, 5000 do b:schedule("k", 0.2 * SLOW) end
-      end))
-      assert.equal(5000, q:pending())
-      check_slots()
-      q:handle("k", function() ran = ran + 1 end)
-      assert.is_true(wait(function() return ran == 5000 end, 10 * SLOW))
-      assert.is_true(wait(function() return q:pending() == 0 end))
-    end)
-
-    it("runs a job due before 1970, and the queue goes on", function()
-      q = assert(open())
-      local ran = {}
-      q:handle("k", function(job) ran[#ran + 1] = job.id end)
-      assert(q:at("k", -1e6, nil, { id = "old" }))
-      assert(q:at("k", -1, nil, { id = "older" })) -- (in the same slot of 2^40 us)
-      check_slots()
-      assert(q:schedule("k", 0.05, nil, { id = "new" }))
-      assert.is_true(wait(function() return #ran == 3 end))
-      assert.same({ "old", "older", "new" }, ran)
-      assert.equal(0, q:pending())
-    end)
-
     it("keeps a kind whose name ends like a slot's key apart from that slot", function()
       q = assert(open())
       local due = server_now() + 0.1
@@ -467,26 +449,6 @@ describe("hwtimer.durable with Redis", function()
       assert.is_true(wait(function() return #ran == 2 end))
       assert.same({ "k", "k:" .. start }, ran)
       assert.equal(0, q:pending())
-    end)
-
-    it("runs jobs scheduled in any order by their due time, and leaves no slot behind", function()
-      q = assert(open())
-      local now, n, order = server_now(), 600, {}
-      local dues = {}
-      for i = 1, n do dues[i] = now + 0.2 * SLOW + 0.3 * SLOW * ((i * 7919) % n) / n end
-      assert(q:batch(function(b)
-        for i = 1, n do b:at("k", dues[i], nil, { id = "o" .. i }) end
-      end))
-      check_slots()
-      q:handle("k", function(job) order[#order + 1] = job.due end)
-      assert.is_true(wait(function() return #order == n end, 10 * SLOW))
-      for i = 2, n do assert.is_true(order[i - 1] <= order[i], "out of order at " .. i) end
-      assert.equal(0, q:pending())
-      local left = {}
-      for key in pairs(layout()) do
-        if not key:find(":meta$") and not key:find(":kinds$") then left[#left + 1] = key end
-      end
-      assert.same({}, left)
     end)
   end)
 
