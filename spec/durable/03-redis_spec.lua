@@ -32,7 +32,6 @@ end
 
 local durable = require("hwtimer.durable")
 local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
-local sleep = require("hwtimer_testutil").sleep
 local lua = os.getenv("HWT_LUA") or "lua5.4"
 
 local function shell(cmd)
@@ -40,53 +39,6 @@ local function shell(cmd)
   local out = p:read("*a")
   p:close()
   return out
-end
-
-local function sh(cmd)
-  local ok = os.execute(cmd)
-  return ok == true or ok == 0
-end
-
-local function alive(pid) return sh("kill -0 " .. pid .. " 2>/dev/null") end
-
-local function wait_exit(pid, secs)
-  local limit = hwtimer.now() + secs
-  while alive(pid) and hwtimer.now() < limit do sleep(0.05) end
-  return not alive(pid)
-end
-
--- A redis-server of this spec's own, with an append-only file fsynced at
--- every write, that can be killed and started again on the same port and
--- directory (spec/nginx.lua's has no persistence).
-local function persistent_redis()
-  local s = { port = N.free_port(), dir = (shell("mktemp -d /tmp/hwtimer-redis.XXXXXX"):gsub("%s+$", "")) }
-  function s.start()
-    assert(sh(string.format("redis-server --bind 127.0.0.1 --port %d --save '' --appendonly yes " ..
-      "--appendfsync always --daemonize yes --dir %s --pidfile %s/redis.pid --logfile %s/redis.log",
-      s.port, s.dir, s.dir, s.dir)))
-    for _ = 1, 100 do
-      local f = io.open(s.dir .. "/redis.pid")
-      s.pid = f and f:read("*n")
-      if f then f:close() end
-      -- ready once it answers (it says LOADING while it replays the file)
-      if s.pid and pcall(function() return redis.connect("127.0.0.1", s.port):ping() end) then return end
-      sleep(0.05)
-    end
-    error("redis-server did not start")
-  end
-  function s.kill9()
-    sh("kill -9 " .. s.pid)
-    assert(wait_exit(s.pid, 5))
-    os.remove(s.dir .. "/redis.pid")
-  end
-  function s.stop()
-    if s.pid and alive(s.pid) then
-      sh("kill " .. s.pid)
-      wait_exit(s.pid, 5)
-    end
-    sh("rm -rf '" .. s.dir .. "'")
-  end
-  return s
 end
 
 describe("hwtimer.durable with Redis", function()
@@ -305,8 +257,11 @@ describe("hwtimer.durable with Redis", function()
   end
 
   local shared = {
-    describe = describe, it = it, pending = pending, assert = assert,
-    finally = function(fn) return finally(fn) end, -- (busted's, defined while an it runs)
+    -- (pending and finally are looked up when called: inside a spec, busted
+    -- gives that spec's own)
+    describe = describe, it = it, assert = assert,
+    pending = function(...) return pending(...) end,
+    finally = function(fn) return finally(fn) end,
     open = function(opts) return open(opts) end,
     timer = function() return timer end,
     wait = function(done, secs) return wait(done, secs) end,
@@ -473,7 +428,7 @@ describe("hwtimer.durable with Redis", function()
     end)
 
     it("gives nil, message while Redis is down; nothing accepted is lost; recovers once it is back", function()
-      local s = persistent_redis()
+      local s = N.persistent_redis()
       finally(function() s.stop() end)
       s.start()
       local errors = {}
@@ -502,74 +457,9 @@ describe("hwtimer.durable with Redis", function()
   end)
 end)
 
--- Redis Cluster: a queue's keys share one hash tag, so one node serves them
--- all and every script runs there (a kind's key is derived inside the
--- scripts, in the same slot).
-if not helpers.full_size() then
-  describe("hwtimer.durable on a real Redis Cluster", function()
-    it("runs in the Lua 5.4 run of the source tree", function()
-      pending("three redis-servers and redis-cli --cluster create take seconds: one run is enough")
-    end)
-  end)
-  return
-end
-
-describe("hwtimer.durable on a real Redis Cluster", function()
-  local cluster, timer, q
-  setup(function() cluster = assert(N.start_redis_cluster(3)) end)
-  teardown(function() cluster.stop() end)
-  before_each(function() timer = hwtimer.new() end)
-  after_each(function()
-    if q then q:close() end
-    q = nil
-    timer:close()
-  end)
-
-  local function admin(port)
-    local c = redis.connect("127.0.0.1", port)
-    c:define_command("cluster") -- not among redis-lua's commands
-    return c
-  end
-
-  -- The port of the node that serves `key`'s slot.
-  local function node_of(key)
-    local a = admin(cluster.ports[1])
-    local slot = a:cluster("keyslot", key)
-    for _, range in ipairs(a:cluster("slots")) do
-      if slot >= range[1] and slot <= range[2] then return range[3][2], slot end
-    end
-  end
-
-  it("runs every script on the node that serves the queue's slot", function()
-    local port, slot = node_of("{app:orders}")
-    q = assert(durable.open(timer, { redis = admin(port), prefix = "app", queue = "orders",
-                                     attempts = 1, on_error = function() end }))
-    local ran = {}
-    q:handle("close", function(job) ran[#ran + 1] = job.id end)
-    q:handle("fail", function() error("no") end)
-    for i = 1, 10 do assert(q:schedule("close", 0.02 * i, "order-" .. i)) end
-    assert(q:batch(function(b) for _ = 1, 100 do b:schedule("close", 0.1) end end))
-    assert(q:schedule("fail", 0.05, nil, { id = "bad" }))
-    local later = assert(q:schedule("close", 60))
-    assert.equal("close", q:get(later).kind)
-    assert.equal(112, q:pending())
-    assert.is_true(q:cancel(later))
-    assert.is_true(helpers.wait_until(timer, function() return #ran == 110 and #q:dead() == 1 end, 5))
-    assert.equal("bad", q:dead()[1].id)
-    assert.equal(0, q:pending())
-    -- every key the queue made is in that one slot, on that node
-    local keys = admin(port):keys("{app:orders}*")
-    assert.is_true(#keys >= 4, #keys .. " keys")
-    local a = admin(port)
-    for _, k in ipairs(keys) do assert.equal(slot, a:cluster("keyslot", k), k) end
-  end)
-
-  it("refuses a node that does not serve the slot with nil, message", function()
-    local port = node_of("{app:orders}")
-    local other
-    for _, p in ipairs(cluster.ports) do if p ~= port then other = p end end
-    local got, err = durable.open(timer, { redis = admin(other), prefix = "app", queue = "orders" })
-    assert.is_nil(got)
-    assert.matches("^hwtimer%.durable: redis {app:orders}: MOVED %d+ 127%.0%.0%.1:" .. port .. "$", err)
-  end)
-end)
+-- (on a real Redis Cluster: spec/durable/redis_cluster.lua)
+require("spec.durable.redis_cluster")({
+  describe = describe, it = it, assert = assert, setup = setup, teardown = teardown,
+  before_each = before_each, after_each = after_each,
+  pending = function(...) return pending(...) end, -- (looked up when called, as in `shared`)
+})
