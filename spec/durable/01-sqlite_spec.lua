@@ -13,19 +13,6 @@ if not have_sqlite then
 end
 local durable = require("hwtimer.durable")
 
-local function shell(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read("*a")
-  p:close()
-  return out
-end
-
-local function tempdir()
-  local dir = shell("mktemp -d /tmp/hwtimer-durable.XXXXXX"):gsub("%s+$", "")
-  assert(dir ~= "", "mktemp -d failed (a child process cannot start here)")
-  return dir
-end
-
 local function write_file(path, s)
   local f = assert(io.open(path, "wb"))
   f:write(s)
@@ -65,7 +52,7 @@ describe("hwtimer.durable", function()
 
   before_each(function()
     timer = hwtimer.new()
-    dir = tempdir()
+    dir = helpers.tempdir("hwtimer-durable")
     path = dir .. "/timers.db"
     open_queues = {}
   end)
@@ -250,7 +237,7 @@ describe("hwtimer.durable", function()
   end)
 
   -- SQLite holds a batch's cancels in its transaction: they are rolled back
-  -- with it (Redis sends them at once: spec/durable/front.lua leaves them out).
+  -- with it (Redis sends them at once: spec/durable/runs.lua leaves them out).
   describe("q:batch", function()
     it("cancels inside its commit: a job of the batch, and none if fn raises", function()
       q = assert(open())
@@ -308,9 +295,8 @@ describe("hwtimer.durable", function()
   -- beside the store.
   local lua = os.getenv("HWT_LUA") or "lua5.4"
   function shared.start_worker(lease, exit_when_empty, stall, log)
-    local cmd = string.format("%s spec/durable/worker.lua '%s' '%s/runs.db' %s %s %s >'%s' 2>&1 & echo $!",
-      lua, path, dir, lease, exit_when_empty and "1" or "0", stall and "1" or "0", log)
-    return (shell(cmd):match("%d+"))
+    return helpers.spawn(string.format("%s spec/durable/worker.lua '%s' '%s/runs.db' %s %s %s >'%s' 2>&1",
+      lua, path, dir, lease, exit_when_empty and "1" or "0", stall and "1" or "0", log))
   end
   local function runs_rows(sql) -- none until a worker has made its table
     local db = assert(sqlite.open(dir .. "/runs.db"))
@@ -335,12 +321,5 @@ describe("hwtimer.durable", function()
   shared.kill_jobs = tonumber(os.getenv("HWT_DURABLE_KILL_N") or "50000")
   function shared.child_open() return string.format("{ path = %q }", path) end
 
-  require("spec.durable.leases")(shared)
-  require("spec.durable.cancel")(shared)
-  require("spec.durable.window")(shared)
-  require("spec.durable.contract")(shared)
-  require("spec.durable.front")(shared)
-  require("spec.durable.runs")(shared)
-  require("spec.durable.acks")(shared)
-  require("spec.durable.processes")(shared)
+  require("spec.durable.shared")(shared)
 end)

@@ -34,13 +34,6 @@ local durable = require("hwtimer.durable")
 local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
 local lua = os.getenv("HWT_LUA") or "lua5.4"
 
-local function shell(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read("*a")
-  p:close()
-  return out
-end
-
 describe("hwtimer.durable with Redis", function()
   local server, port
   local timer, q, client, prefix
@@ -303,9 +296,8 @@ describe("hwtimer.durable with Redis", function()
   -- Worker processes (spec/durable/redis_worker.lua) push their runs to the
   -- list runs:PREFIX.
   function shared.start_worker(lease, exit_when_empty, stall, log)
-    local cmd = string.format("%s spec/durable/redis_worker.lua %d '%s' %s %s %s >'%s' 2>&1 & echo $!",
-      lua, port, prefix, lease, exit_when_empty and "1" or "0", stall and "1" or "0", log)
-    return (shell(cmd):match("%d+"))
+    return helpers.spawn(string.format("%s spec/durable/redis_worker.lua %d '%s' %s %s %s >'%s' 2>&1",
+      lua, port, prefix, lease, exit_when_empty and "1" or "0", stall and "1" or "0", log))
   end
   function shared.ran() return client:llen("runs:" .. prefix) end
   function shared.runs()
@@ -323,14 +315,7 @@ describe("hwtimer.durable with Redis", function()
       port, prefix)
   end
 
-  require("spec.durable.leases")(shared)
-  require("spec.durable.cancel")(shared)
-  require("spec.durable.window")(shared)
-  require("spec.durable.contract")(shared)
-  require("spec.durable.front")(shared)
-  require("spec.durable.runs")(shared)
-  require("spec.durable.acks")(shared)
-  require("spec.durable.processes")(shared)
+  require("spec.durable.shared")(shared)
 
   describe("the store's layout", function()
     it("indexes a batch's jobs only at its commit, and a job's ready time when schedule returns", function()

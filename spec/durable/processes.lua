@@ -20,17 +20,7 @@ local helpers = require("spec.helpers")
 local sleep = require("hwtimer_testutil").sleep
 local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
 
-local function shell(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read("*a")
-  p:close()
-  return out
-end
-
-local function sh(cmd)
-  local ok = os.execute(cmd)
-  return ok == true or ok == 0
-end
+local sh = helpers.sh
 
 local function alive(pid) return sh("kill -0 " .. pid .. " 2>/dev/null") end
 
@@ -42,8 +32,7 @@ end
 
 -- A directory for the workers' logs, removed when the spec ends.
 local function logdir(finally)
-  local dir = shell("mktemp -d /tmp/hwtimer-durable-w.XXXXXX"):gsub("%s+$", "")
-  assert(dir ~= "", "mktemp -d failed (a child process cannot start here)")
+  local dir = helpers.tempdir("hwtimer-durable-w")
   finally(function() sh("rm -rf '" .. dir .. "'") end)
   return dir
 end
