@@ -260,11 +260,8 @@ describe("hwtimer.durable", function()
   end)
 
   local shared = {
-    -- (pending and finally are looked up when called: inside a spec, busted
-    -- gives that spec's own)
-    describe = describe, it = it, assert = assert,
-    pending = function(...) return pending(...) end,
-    finally = function(fn) return finally(fn) end,
+    describe = describe, it = it, pending = pending, assert = assert,
+    finally = function(fn) return finally(fn) end, -- (busted's, looked up while an it runs)
     open = function(opts) return open(opts) end,
     timer = function() return timer end,
     wait = function(done, secs) return wait(done, secs) end,
