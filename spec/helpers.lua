@@ -21,6 +21,13 @@ function helpers.full_size()
     and os.getenv("HWT_QUICK") == nil
 end
 
+-- How many keys t has.
+function helpers.count(t)
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  return n
+end
+
 -- Dispatch until `done()` is true or `secs` pass; returns done().
 function helpers.wait_until(timer, done, secs)
   local limit = hwtimer.now() + (secs or 5)
@@ -36,6 +43,32 @@ function helpers.read_file(path)
   local s = f:read("*a")
   f:close()
   return s
+end
+
+-- What a shell command prints.
+function helpers.shell(cmd)
+  local p = assert(io.popen(cmd))
+  local out = p:read("*a")
+  p:close()
+  return out
+end
+
+-- Whether a shell command succeeded (os.execute's result on every Lua).
+function helpers.sh(cmd)
+  local ok = os.execute(cmd)
+  return ok == true or ok == 0
+end
+
+-- Start a shell command in the background; returns its pid.
+function helpers.spawn(cmd)
+  return (helpers.shell(cmd .. " & echo $!"):match("%d+"))
+end
+
+-- A new directory /tmp/NAME.XXXXXX (mktemp -d).
+function helpers.tempdir(name)
+  local dir = helpers.shell("mktemp -d /tmp/" .. name .. ".XXXXXX"):gsub("%s+$", "")
+  assert(dir ~= "", "mktemp -d failed (a child process cannot start here)")
+  return dir
 end
 
 -- The lines a shell command prints, as a list.

@@ -206,6 +206,47 @@ function N.start_redis()
   return self
 end
 
+-- A redis-server with an append-only file fsynced at every write, that can
+-- be killed and started again on the same port and directory (start_redis's
+-- has no persistence): { port =, start = fn, kill9 = fn, stop = fn }; not
+-- running until start().
+function N.persistent_redis()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(sh("mkdir -p " .. dir))
+  local s = { port = N.free_port(), dir = dir }
+  local function wait_exit()
+    for _ = 1, 100 do
+      if not sh("kill -0 " .. s.pid .. " 2>/dev/null") then return true end
+      socket.sleep(0.05)
+    end
+    return false
+  end
+  function s.start()
+    assert(sh(string.format("redis-server --bind 127.0.0.1 --port %d --save '' --appendonly yes " ..
+      "--appendfsync always --daemonize yes --dir %s --pidfile %s/redis.pid --logfile %s/redis.log",
+      s.port, dir, dir, dir)))
+    local redis = assert(N.redis_lua(), "redis-lua")
+    for _ = 1, 100 do
+      s.pid = read_pid(dir .. "/redis.pid")
+      -- ready once it answers (it says LOADING while it replays the file)
+      if s.pid and pcall(function() return redis.connect("127.0.0.1", s.port):ping() end) then return end
+      socket.sleep(0.05)
+    end
+    error("redis-server did not start")
+  end
+  function s.kill9()
+    sh("kill -9 " .. s.pid)
+    assert(wait_exit(), "redis-server outlived kill -9")
+    os.remove(dir .. "/redis.pid")
+  end
+  function s.stop()
+    if s.pid and sh("kill " .. s.pid .. " 2>/dev/null") then wait_exit() end
+    sh("rm -rf '" .. dir .. "'")
+  end
+  return s
+end
+
 -- A Redis Cluster of `n` masters (default 3) on loopback ports, slots
 -- shared by redis-cli --cluster create. Returns { ports = {...}, stop = fn },
 -- or nil, message (no redis-cli, or the cluster did not form: then stopped).

@@ -32,62 +32,7 @@ end
 
 local durable = require("hwtimer.durable")
 local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
-local sleep = require("hwtimer_testutil").sleep
 local lua = os.getenv("HWT_LUA") or "lua5.4"
-
-local function shell(cmd)
-  local p = assert(io.popen(cmd))
-  local out = p:read("*a")
-  p:close()
-  return out
-end
-
-local function sh(cmd)
-  local ok = os.execute(cmd)
-  return ok == true or ok == 0
-end
-
-local function alive(pid) return sh("kill -0 " .. pid .. " 2>/dev/null") end
-
-local function wait_exit(pid, secs)
-  local limit = hwtimer.now() + secs
-  while alive(pid) and hwtimer.now() < limit do sleep(0.05) end
-  return not alive(pid)
-end
-
--- A redis-server of this spec's own, with an append-only file fsynced at
--- every write, that can be killed and started again on the same port and
--- directory (spec/nginx.lua's has no persistence).
-local function persistent_redis()
-  local s = { port = N.free_port(), dir = (shell("mktemp -d /tmp/hwtimer-redis.XXXXXX"):gsub("%s+$", "")) }
-  function s.start()
-    assert(sh(string.format("redis-server --bind 127.0.0.1 --port %d --save '' --appendonly yes " ..
-      "--appendfsync always --daemonize yes --dir %s --pidfile %s/redis.pid --logfile %s/redis.log",
-      s.port, s.dir, s.dir, s.dir)))
-    for _ = 1, 100 do
-      local f = io.open(s.dir .. "/redis.pid")
-      s.pid = f and f:read("*n")
-      if f then f:close() end
-      -- ready once it answers (it says LOADING while it replays the file)
-      if s.pid and pcall(function() return redis.connect("127.0.0.1", s.port):ping() end) then return end
-      sleep(0.05)
-    end
-    error("redis-server did not start")
-  end
-  function s.kill9()
-    sh("kill -9 " .. s.pid)
-    assert(wait_exit(s.pid, 5))
-    os.remove(s.dir .. "/redis.pid")
-  end
-  function s.stop()
-    if s.pid and alive(s.pid) then
-      sh("kill " .. s.pid)
-      wait_exit(s.pid, 5)
-    end
-    sh("rm -rf '" .. s.dir .. "'")
-  end
-  return s
-end
 
 describe("hwtimer.durable with Redis", function()
   local server, port
@@ -109,10 +54,11 @@ describe("hwtimer.durable with Redis", function()
     return tonumber(t[1]) + tonumber(t[2]) / 1e6
   end
 
-  -- The jobs as Redis holds them, over every bucket: id -> { owner = the
-  -- lease's holder or "", ready = its ready time in microseconds }.
-  local function stored_jobs()
-    local tag = "{" .. prefix .. ":default}"
+  -- The jobs of `queue` (default "default") as Redis holds them, over every
+  -- bucket: id -> { owner = the lease's holder or "", ready = its ready time
+  -- in microseconds }.
+  local function stored_jobs(queue)
+    local tag = "{" .. prefix .. ":" .. (queue or "default") .. "}"
     local r = client:eval([[
       local out = {}
       for b = 0, tonumber(redis.call('HGET', KEYS[2], 'buckets')) - 1 do
@@ -223,97 +169,6 @@ describe("hwtimer.durable with Redis", function()
     end)
   end)
 
-  describe("q:schedule", function()
-    it("runs the handler with the job once it is due by the server's clock, never earlier", function()
-      q = assert(open())
-      local got, at
-      q:handle("close_order", function(job) got, at = job, server_now() end)
-      local before = server_now()
-      local id = assert(q:schedule("close_order", 0.2, "order 17"))
-      assert.equal(24, #id)
-      assert.truthy(wait(function() return got end))
-      assert.equal(id, got.id)
-      assert.equal("close_order", got.kind)
-      assert.equal("order 17", got.payload)
-      assert.equal(1, got.attempt)
-      assert.is_true(got.due >= before + 0.2 and got.due <= before + 0.25, "due " .. (got.due - before))
-      assert.is_true(at >= got.due, "ran early")
-      assert.is_nil(q:get(id))
-      assert.equal(0, q:pending())
-    end)
-
-    it("is durable when it returns: another client sees the job", function()
-      q = assert(open())
-      assert.equal("order-1", q:schedule("k", 60, nil, { id = "order-1" }))
-      assert.truthy(stored_jobs()["order-1"])
-      assert.equal(1, client:zcard("{" .. prefix .. ":default}:r:1:k"))
-    end)
-
-    it("keeps a binary payload and nil apart from the empty string", function()
-      q = assert(open())
-      local bytes = "a\0b\r\n" .. string.char(255) .. "{x}:"
-      q:schedule("k", 60, bytes, { id = "b" })
-      q:schedule("k", 60, "", { id = "e" })
-      q:schedule("k", 60, nil, { id = "n" })
-      assert.equal(bytes, q:get("b").payload)
-      assert.equal("", q:get("e").payload)
-      assert.is_nil(q:get("n").payload)
-    end)
-
-    it("replaces the job when opts.id exists, even of another kind", function()
-      q = assert(open())
-      local runs = {}
-      q:handle("k", function(job) runs[#runs + 1] = job.payload end)
-      q:handle("other", function(job) runs[#runs + 1] = "other " .. job.payload end)
-      q:schedule("k", 0.1, "first", { id = "x" })
-      q:schedule("k", 0.2, "second", { id = "x" })
-      assert.equal(1, q:pending())
-      assert.equal("second", q:get("x").payload)
-      q:schedule("other", 0.25, "third", { id = "x" })
-      assert.equal(1, q:pending())
-      wait(function() return false end, 0.5)
-      assert.same({ "other third" }, runs)
-    end)
-
-    it("takes a delay of 0 or less as due now", function()
-      q = assert(open())
-      local n = 0
-      q:handle("k", function() n = n + 1 end)
-      q:schedule("k", 0)
-      q:schedule("k", -5)
-      assert.is_true(wait(function() return n == 2 end))
-    end)
-
-    it("raises on bad arguments, naming them", function()
-      q = assert(open())
-      assert.has_error(function() q:schedule(nil, 1) end,
-        "bad argument #1 to 'schedule' (non-empty string expected, got nil)")
-      assert.has_error(function() q:schedule("k", "1") end,
-        "bad argument #2 to 'schedule' (finite number of seconds up to 1e9 expected, got string)")
-      assert.has_error(function() q:schedule("k", 1, {}) end,
-        "bad argument #3 to 'schedule' (string or nil expected, got table)")
-      assert.has_error(function() q:schedule("k", 1, nil, { id = 5 }) end,
-        "bad argument #4 to 'schedule' (option 'id': non-empty string expected, got number)")
-      assert.equal(0, q:pending())
-    end)
-  end)
-
-  describe("q:at", function()
-    it("runs at epoch seconds of the server's clock", function()
-      q = assert(open())
-      local got, at
-      q:handle("k", function(job) got, at = job, server_now() end)
-      local when = server_now() + 0.15
-      local id = q:at("k", when, "p")
-      -- stored in whole microseconds (rounded up): within 1 us, plus a
-      -- double's error at epoch magnitude (~2.4e-7 s)
-      assert.near(when, q:get(id).due, 1.5e-6)
-      assert.truthy(wait(function() return got end))
-      assert.near(when, got.due, 1.5e-6)
-      assert.is_true(at >= got.due, "ran early")
-    end)
-  end)
-
   describe("the clock", function()
     it("is the server's: a client that believes it is 5 s later runs nothing early", function()
       q = assert(open())
@@ -348,53 +203,77 @@ describe("hwtimer.durable with Redis", function()
     end)
   end)
 
-  describe("q:every", function()
-    it("runs a durable periodic job until cancelled", function()
-      q = assert(open())
-      local runs = {}
-      q:handle("tick", function(job) runs[#runs + 1] = job end)
-      local id = q:every("tick", 0.1, "hb")
-      assert.is_true(wait(function() return #runs >= 3 end))
-      assert.equal(1, q:pending())
-      for _, job in ipairs(runs) do
-        assert.equal(id, job.id)
-        assert.equal(1, job.attempt)
-        assert.equal(0.1, job.every)
+  -- Redis packs a hash or sorted set of up to 128 short entries into one
+  -- array (listpack), a few bytes an entry; past that it costs ~120 bytes
+  -- an entry. The jobs spread over buckets, the ready times over slots.
+  local function layout()
+    local r = client:eval([[
+      local out = {}
+      for _, k in ipairs(redis.call('KEYS', ARGV[1])) do
+        local t = redis.call('TYPE', k).ok
+        local n = t == 'hash' and redis.call('HLEN', k) or t == 'zset' and redis.call('ZCARD', k) or 0
+        out[#out + 1] = k
+        out[#out + 1] = redis.call('OBJECT', 'ENCODING', k)
+        out[#out + 1] = n
       end
-      assert.near(0.1, runs[2].due - runs[1].due, 1e-6)
-      assert.is_true(q:cancel(id))
-      local n = #runs
-      wait(function() return false end, 0.3)
-      assert.equal(n, #runs)
-    end)
+      return out]], 0, "{" .. prefix .. ":default}:*")
+    local keys = {}
+    for i = 1, #r, 3 do keys[r[i]] = { encoding = r[i + 1], n = r[i + 2] } end
+    return keys
+  end
 
-    it("runs once, not once per period, after missing several", function()
-      q = assert(open())
-      local id = q:every("tick", 0.1)
-      local due = q:get(id).due
-      q:close()
-      sleep(0.55) -- five periods with no process
-      q = assert(open())
-      local runs, first_at = {}, nil
-      q:handle("tick", function(job)
-        runs[#runs + 1] = job
-        first_at = first_at or server_now()
-      end)
-      assert.is_true(wait(function() return #runs >= 1 end, 1))
-      wait(function() return false end, 0.05)
-      assert.near(due, runs[1].due, 1e-6)
-      for i = 2, #runs do
-        assert.is_true(runs[i].due > first_at - 0.002, "a missed period ran again")
+  -- Every slot of kind k: listed in the index once, disjoint from the
+  -- others, holding only ready times inside its span; and every job not
+  -- dead nor in flight in exactly one of them, at its ready time.
+  local function check_slots()
+    local tag = "{" .. prefix .. ":default}"
+    local index = client:zrange(tag .. ":r:1:k", 0, -1)
+    local last_end, seen = -math.huge, {}
+    for _, member in ipairs(index) do
+      local start, width = member:match("^(%-?%d+)/(%d+)$")
+      start, width = tonumber(start), tonumber(width)
+      assert.is_true(start >= last_end, "slot " .. member .. " overlaps the one before")
+      assert.equal(0, start % width, member)
+      last_end = start + width
+      local entries = client:zrange(tag .. ":r:1:k:" .. member:match("^%-?%d+"), 0, -1, "withscores")
+      assert.is_true(#entries > 0, "slot " .. member .. " is listed but empty")
+      for _, e in ipairs(entries) do
+        local id, ready = e[1], tonumber(e[2])
+        assert.is_true(ready >= start and ready < start + width, id .. " outside " .. member)
+        assert.is_nil(seen[id], id .. " in two slots")
+        seen[id] = ready
       end
-    end)
-  end)
+    end
+    for id, job in pairs(stored_jobs()) do
+      if job.owner == "" and job.ready ~= 0 then assert.equal(job.ready, seen[id], id) end
+    end
+  end
 
   local shared = {
     describe = describe, it = it, pending = pending, assert = assert,
+    finally = function(fn) return finally(fn) end, -- (busted's, looked up while an it runs)
     open = function(opts) return open(opts) end,
     timer = function() return timer end,
     wait = function(done, secs) return wait(done, secs) end,
     now = function() return server_now() end,
+    -- due times are kept in whole microseconds (rounded up): within 1 us, plus
+    -- a double's error at epoch magnitude (~2.4e-7 s)
+    resolution = 1.5e-6,
+    poll_claims = true,
+    check_store = function(empty)
+      check_slots()
+      if not empty then return end
+      local left = {}
+      for key in pairs(layout()) do
+        if not key:find(":meta$") and not key:find(":kinds$") then left[#left + 1] = key end
+      end
+      assert.same({}, left)
+    end,
+    jobs = function(queue)
+      local jobs = stored_jobs(queue)
+      for _, job in pairs(jobs) do job.ready = job.ready / 1e6 end
+      return jobs
+    end,
     lease_end = function(id) return stored_jobs()[id].ready / 1e6 end,
     holder = function(id) return stored_jobs()[id].owner end,
     take = function(id) -- in its bucket: owner, attempt 2, lease an hour on; and in the lease set
@@ -411,75 +290,47 @@ describe("hwtimer.durable with Redis", function()
         end]], 3, tag .. ":j", tag .. ":meta", tag .. ":l:1:k", id)
     end,
   }
-  require("spec.durable.leases")(shared)
-  require("spec.durable.cancel")(shared)
-  require("spec.durable.window")(shared)
-  require("spec.durable.contract")(shared)
-  describe("acknowledgements", function()
-    it("wait for the next claim, which writes them; reads of jobs write them first", function()
-      -- (no poll or sweep: either would claim, and write them, on its own)
-      q = assert(open({ ack_delay = 30, poll = 60, sweep = 60 }))
-      local function stored(id) return stored_jobs()[id] ~= nil end
-      local ran = {}
-      q:handle("k", function(job) ran[#ran + 1] = job.id end)
-      assert(q:schedule("k", 0.05, nil, { id = "a" }))
-      assert(q:schedule("k", 0.3, nil, { id = "b" }))
-      assert.is_true(wait(function() return #ran == 1 end))
-      assert.is_true(stored("a")) -- ran, its acknowledgement waits
-      assert.is_true(q:get("a") == nil and not stored("a")) -- get wrote it first
-      assert.is_true(wait(function() return #ran == 2 end))
-      assert.is_true(stored("b"))
-      assert.equal(0, q:pending())
-      assert.is_false(stored("b"))
-    end)
-  end)
+  -- Worker processes (spec/durable/redis_worker.lua) push their runs to the
+  -- list runs:PREFIX.
+  function shared.start_worker(lease, exit_when_empty, stall, log)
+    return helpers.spawn(string.format("%s spec/durable/redis_worker.lua %d '%s' %s %s %s >'%s' 2>&1",
+      lua, port, prefix, lease, exit_when_empty and "1" or "0", stall and "1" or "0", log))
+  end
+  function shared.ran() return client:llen("runs:" .. prefix) end
+  function shared.runs()
+    local counts, by_pid = {}, {}
+    for _, r in ipairs(client:lrange("runs:" .. prefix, 0, -1)) do
+      local id, pid = r:match("^(%S+) (%d+)$")
+      counts[id] = (counts[id] or 0) + 1
+      by_pid[pid] = (by_pid[pid] or 0) + 1
+    end
+    return counts, by_pid
+  end
+  shared.kill_jobs = helpers.full_size() and 50000 or 5000
+  function shared.child_open()
+    return string.format("{ redis = require('spec.nginx').redis_lua().connect('127.0.0.1', %d), prefix = %q }",
+      port, prefix)
+  end
+
+  require("spec.durable.shared")(shared)
 
   describe("the store's layout", function()
-    -- Redis packs a hash or sorted set of up to 128 short entries into one
-    -- array (listpack), a few bytes an entry; past that it costs ~120 bytes
-    -- an entry. The jobs spread over buckets, the ready times over slots.
-    local function layout()
-      local r = client:eval([[
-        local out = {}
-        for _, k in ipairs(redis.call('KEYS', ARGV[1])) do
-          local t = redis.call('TYPE', k).ok
-          local n = t == 'hash' and redis.call('HLEN', k) or t == 'zset' and redis.call('ZCARD', k) or 0
-          out[#out + 1] = k
-          out[#out + 1] = redis.call('OBJECT', 'ENCODING', k)
-          out[#out + 1] = n
-        end
-        return out]], 0, "{" .. prefix .. ":default}:*")
-      local keys = {}
-      for i = 1, #r, 3 do keys[r[i]] = { encoding = r[i + 1], n = r[i + 2] } end
-      return keys
-    end
-
-    -- Every slot of kind k: listed in the index once, disjoint from the
-    -- others, holding only ready times inside its span; and every job not
-    -- dead nor in flight in exactly one of them, at its ready time.
-    local function check_slots()
-      local tag = "{" .. prefix .. ":default}"
-      local index = client:zrange(tag .. ":r:1:k", 0, -1)
-      local last_end, seen = -math.huge, {}
-      for _, member in ipairs(index) do
-        local start, width = member:match("^(%-?%d+)/(%d+)$")
-        start, width = tonumber(start), tonumber(width)
-        assert.is_true(start >= last_end, "slot " .. member .. " overlaps the one before")
-        assert.equal(0, start % width, member)
-        last_end = start + width
-        local entries = client:zrange(tag .. ":r:1:k:" .. member:match("^%-?%d+"), 0, -1, "withscores")
-        assert.is_true(#entries > 0, "slot " .. member .. " is listed but empty")
-        for _, e in ipairs(entries) do
-          local id, ready = e[1], tonumber(e[2])
-          assert.is_true(ready >= start and ready < start + width, id .. " outside " .. member)
-          assert.is_nil(seen[id], id .. " in two slots")
-          seen[id] = ready
-        end
-      end
-      for id, job in pairs(stored_jobs()) do
-        if job.owner == "" and job.ready ~= 0 then assert.equal(job.ready, seen[id], id) end
-      end
-    end
+    it("indexes a batch's jobs only at its commit, and a job's ready time when schedule returns", function()
+      q = assert(open())
+      local index = "{" .. prefix .. ":default}:r:1:k"
+      local ran = 0
+      q:handle("k", function() ran = ran + 1 end)
+      assert.is_true(q:batch(function(b)
+        for i = 1, 10 do b:schedule("k", 0.05, tostring(i)) end
+        assert.equal(0, client:zcard(index)) -- not before the commit
+      end))
+      assert.is_true(client:zcard(index) >= 1)
+      check_slots()
+      assert.is_true(wait(function() return ran == 10 and q:pending() == 0 end))
+      assert.equal("order-1", q:schedule("k", 60, nil, { id = "order-1" }))
+      assert.equal(1, client:zcard(index))
+      check_slots()
+    end)
 
     it("keeps every bucket and slot packed however the jobs crowd, and every job findable", function()
       q = assert(open())
@@ -523,34 +374,6 @@ describe("hwtimer.durable with Redis", function()
       for i = 1, n do assert.equal(i % 2 == 1, q:get("id" .. i) ~= nil) end
     end)
 
-    it("takes 5,000 jobs at one instant in one batch, and claims 5,000 in one call", function()
-      -- (the script's calls go in chunks: Lua 5.1's unpack stops near 8,000
-      -- values, and a script that fails halfway keeps what it wrote)
-      q = assert(open({ batch = 5000, poll = 60, sweep = 60 }))
-      local ran = 0
-      assert(q:batch(function(b)
-        for _ = 1, 5000 do b:schedule("k", 0.2 * SLOW) end
-      end))
-      assert.equal(5000, q:pending())
-      check_slots()
-      q:handle("k", function() ran = ran + 1 end)
-      assert.is_true(wait(function() return ran == 5000 end, 10 * SLOW))
-      assert.is_true(wait(function() return q:pending() == 0 end))
-    end)
-
-    it("runs a job due before 1970, and the queue goes on", function()
-      q = assert(open())
-      local ran = {}
-      q:handle("k", function(job) ran[#ran + 1] = job.id end)
-      assert(q:at("k", -1e6, nil, { id = "old" }))
-      assert(q:at("k", -1, nil, { id = "older" })) -- (in the same slot of 2^40 us)
-      check_slots()
-      assert(q:schedule("k", 0.05, nil, { id = "new" }))
-      assert.is_true(wait(function() return #ran == 3 end))
-      assert.same({ "old", "older", "new" }, ran)
-      assert.equal(0, q:pending())
-    end)
-
     it("keeps a kind whose name ends like a slot's key apart from that slot", function()
       q = assert(open())
       local due = server_now() + 0.1
@@ -563,165 +386,6 @@ describe("hwtimer.durable with Redis", function()
       assert.is_true(wait(function() return #ran == 2 end))
       assert.same({ "k", "k:" .. start }, ran)
       assert.equal(0, q:pending())
-    end)
-
-    it("runs jobs scheduled in any order by their due time, and leaves no slot behind", function()
-      q = assert(open())
-      local now, n, order = server_now(), 600, {}
-      local dues = {}
-      for i = 1, n do dues[i] = now + 0.2 * SLOW + 0.3 * SLOW * ((i * 7919) % n) / n end
-      assert(q:batch(function(b)
-        for i = 1, n do b:at("k", dues[i], nil, { id = "o" .. i }) end
-      end))
-      check_slots()
-      q:handle("k", function(job) order[#order + 1] = job.due end)
-      assert.is_true(wait(function() return #order == n end, 10 * SLOW))
-      for i = 2, n do assert.is_true(order[i - 1] <= order[i], "out of order at " .. i) end
-      assert.equal(0, q:pending())
-      local left = {}
-      for key in pairs(layout()) do
-        if not key:find(":meta$") and not key:find(":kinds$") then left[#left + 1] = key end
-      end
-      assert.same({}, left)
-    end)
-  end)
-
-  describe("q:cancel", function()
-    it("returns true once, and the job never runs", function()
-      q = assert(open())
-      local ran = false
-      q:handle("k", function() ran = true end)
-      local id = q:schedule("k", 0.1)
-      assert.is_true(q:cancel(id))
-      assert.is_false(q:cancel(id))
-      assert.is_false(q:cancel("never-was"))
-      wait(function() return false end, 0.25)
-      assert.is_false(ran)
-      assert.equal(0, q:pending())
-    end)
-  end)
-
-  describe("q:get, q:pending", function()
-    it("counts every process's jobs; keeps queues apart", function()
-      q = assert(open())
-      local other = assert(open())
-      local third = assert(open({ queue = "mail" }))
-      q:schedule("a", 60)
-      other:schedule("b", 60, nil, { id = "bb" })
-      third:schedule("a", 60)
-      assert.equal(2, q:pending())
-      assert.equal(1, third:pending())
-      assert.equal("b", q:get("bb").kind)
-      assert.is_nil(third:get("bb"))
-      assert.is_nil(q:get("unknown"))
-    end)
-  end)
-
-  describe("retries and dead jobs", function()
-    it("retries a failing job with backoff, then it is dead, kept until cancelled", function()
-      local errors = {}
-      q = assert(open({ attempts = 3, backoff = { delay = 0.05, factor = 2 },
-                        on_error = function(err, job) errors[#errors + 1] = { err = err, job = job } end }))
-      local attempts = {}
-      q:handle("k", function(job)
-        attempts[#attempts + 1] = { job.attempt, server_now() }
-        error("boom " .. job.attempt, 0)
-      end)
-      local id = q:schedule("k", 0, "p")
-      assert.is_true(wait(function() return #q:dead() == 1 end))
-      assert.equal(3, #attempts)
-      assert.is_true(attempts[2][2] - attempts[1][2] >= 0.05, "retried before its backoff")
-      assert.is_true(attempts[3][2] - attempts[2][2] >= 0.1, "retried before its backoff")
-      local dead = q:dead()[1]
-      assert.equal(id, dead.id)
-      assert.is_true(dead.dead)
-      assert.equal("boom 3", dead.error)
-      assert.equal(3, dead.attempt)
-      assert.equal("p", dead.payload)
-      assert.equal(3, #errors)
-      assert.equal(id, errors[1].job.id)
-      assert.equal(0, q:pending())
-      wait(function() return false end, 0.2)
-      assert.equal(3, #attempts)
-      assert.is_true(q:cancel(id))
-      assert.same({}, q:dead())
-    end)
-
-    it("runs a job again after an error until it succeeds", function()
-      q = assert(open({ backoff = { delay = 0.01 }, on_error = function() end }))
-      local n = 0
-      q:handle("k", function()
-        n = n + 1
-        if n < 3 then error("not yet") end
-      end)
-      q:schedule("k", 0)
-      assert.is_true(wait(function() return n == 3 and q:pending() == 0 end))
-    end)
-  end)
-
-  describe("q:batch", function()
-    it("stores many jobs in one script call", function()
-      q = assert(open())
-      local ran = 0
-      q:handle("k", function() ran = ran + 1 end)
-      assert.is_true(q:batch(function(b)
-        for i = 1, 10 do b:schedule("k", 0.05, tostring(i)) end
-        assert.equal(0, client:zcard("{" .. prefix .. ":default}:r:1:k")) -- not before the commit
-      end))
-      assert.equal(10, q:pending())
-      assert.is_true(wait(function() return ran == 10 end))
-    end)
-
-    it("sends nothing when fn raises, and raises again", function()
-      q = assert(open())
-      assert.has_error(function()
-        q:batch(function(b)
-          b:schedule("k", 1)
-          error("changed my mind", 0)
-        end)
-      end, "changed my mind")
-      assert.equal(0, q:pending())
-    end)
-  end)
-
-  describe("a due job with no handler in this process", function()
-    it("stays stored and unclaimed until a handler for its kind exists", function()
-      q = assert(open({ sweep = 0.05 }))
-      local id = q:schedule("unknown_kind", 0)
-      wait(function() return false end, 0.2)
-      local job = q:get(id)
-      assert.equal(0, job.attempt)
-      assert.is_nil(job.leased)
-      local ran
-      q:handle("unknown_kind", function(j) ran = j end)
-      assert.truthy(wait(function() return ran end))
-      assert.equal(1, ran.attempt)
-    end)
-  end)
-
-  describe("restart", function()
-    it("runs overdue jobs oldest first, in batches that keep the loop responsive", function()
-      q = assert(open({ batch = 200 }))
-      local now = server_now()
-      assert(q:batch(function(b)
-        for i = 2000, 1, -1 do b:at("k", now - 100 + i * 0.01, nil, { id = tostring(i) }) end
-      end))
-      q:close()
-      q = assert(open({ batch = 200 }))
-      local order, ticks, ticks_at, beating = {}, 0, {}, true
-      local function tick()
-        ticks = ticks + 1
-        if beating then timer:schedule(0, tick) end
-      end
-      timer:schedule(0, tick)
-      q:handle("k", function(job)
-        order[#order + 1] = tonumber(job.id)
-        ticks_at[#order] = ticks
-      end)
-      assert.is_true(wait(function() return #order == 2000 and q:pending() == 0 end, 20))
-      beating = false
-      for i = 1, 2000 do assert.equal(i, order[i]) end
-      assert.is_true(ticks_at[2000] - ticks_at[1] >= 5, "the loop ran nothing else during the catch-up")
     end)
   end)
 
@@ -746,7 +410,7 @@ describe("hwtimer.durable with Redis", function()
     end)
 
     it("gives nil, message while Redis is down; nothing accepted is lost; recovers once it is back", function()
-      local s = persistent_redis()
+      local s = N.persistent_redis()
       finally(function() s.stop() end)
       s.start()
       local errors = {}
@@ -773,197 +437,11 @@ describe("hwtimer.durable with Redis", function()
       assert.equal(0, q:pending())
     end)
   end)
-
-  describe("q:handle, q:close", function()
-    it("raises on bad arguments and after close", function()
-      q = assert(open())
-      assert.has_error(function() q:handle(1, print) end,
-        "bad argument #1 to 'handle' (non-empty string expected, got number)")
-      assert.has_error(function() q:handle("k", 1) end,
-        "bad argument #2 to 'handle' (function expected, got number)")
-      q:close()
-      q:close()
-      assert.has_error(function() q:schedule("k", 1) end, "attempt to use a closed queue")
-      assert.has_error(function() q:pending() end, "attempt to use a closed queue")
-    end)
-  end)
-
-  ---------------------------------------------------------------------------
-  -- Processes
-  ---------------------------------------------------------------------------
-
-  local function start_worker(lease, exit_when_empty, stall, log)
-    local cmd = string.format("%s spec/durable/redis_worker.lua %d '%s' %s %s %s >'%s' 2>&1 & echo $!",
-      lua, port, prefix, lease, exit_when_empty and "1" or "0", stall and "1" or "0", log)
-    return (shell(cmd):match("%d+"))
-  end
-
-  local function runs_of()
-    local list = client:lrange("runs:" .. prefix, 0, -1)
-    local counts, by_pid = {}, {}
-    for _, r in ipairs(list) do
-      local id, pid = r:match("^(%S+) (%d+)$")
-      counts[id] = (counts[id] or 0) + 1
-      by_pid[pid] = (by_pid[pid] or 0) + 1
-    end
-    return counts, by_pid, #list
-  end
-
-  local function logdir() return (shell("mktemp -d /tmp/hwtimer-redis-w.XXXXXX"):gsub("%s+$", "")) end
-
-  it("runs a job again after its lease expires when its process was killed with kill -9", function()
-    local dir = logdir()
-    finally(function() sh("rm -rf '" .. dir .. "'") end)
-    q = assert(open({ sweep = 0.05 }))
-    q:schedule("job", 0, nil, { id = "x" })
-    local pid = start_worker(2, false, true, dir .. "/w.log") -- lease 2 s, stalls in the job
-    local limit = hwtimer.now() + 10 * SLOW
-    while runs_of()["x"] == nil and hwtimer.now() < limit do sleep(0.01) end
-    assert.equal(1, runs_of()["x"], helpers.read_file(dir .. "/w.log"))
-    local lease_end = stored_jobs()["x"].ready / 1e6
-    assert.is_true(q:get("x").leased)
-    sh("kill -9 " .. pid)
-    assert.is_true(wait_exit(pid, 5))
-    local got, at
-    q:handle("job", function(job) got, at = job, server_now() end)
-    assert.truthy(wait(function() return got end))
-    assert.equal(2, got.attempt)
-    assert.is_true(at >= lease_end, "ran " .. (lease_end - at) .. " s before its lease expired")
-    assert.equal(0, q:pending())
-  end)
-
-  it("kill -9 amid jobs (50,000 on Lua 5.4): after a restart every job ran, twice only if in flight", function()
-    local dir = logdir()
-    finally(function() sh("rm -rf '" .. dir .. "'") end)
-    local n = helpers.full_size() and 50000 or 5000
-    q = assert(open())
-    local now = server_now()
-    assert(q:batch(function(b)
-      for i = 1, n do b:at("job", now + 0.5 * SLOW * i / n, nil, { id = "j" .. i }) end
-    end))
-    local pid = start_worker(1, false, false, dir .. "/w1.log")
-    local limit = hwtimer.now() + 30 * SLOW
-    while select(3, runs_of()) < n / 3 and hwtimer.now() < limit do sleep(0.002) end
-    sh("kill -9 " .. pid)
-    assert.is_true(wait_exit(pid, 5))
-    local _, _, ran_before = runs_of()
-    assert.is_true(ran_before >= n / 3 and ran_before < n, "killed after " .. ran_before .. " runs")
-    local in_flight = {}
-    for id, job in pairs(stored_jobs()) do
-      if job.owner ~= "" then in_flight[id] = true end
-    end
-    pid = start_worker(1, true, false, dir .. "/w2.log")
-    assert.is_true(wait_exit(pid, 60), "the restarted worker did not finish")
-    local counts = runs_of()
-    local dup, missing, flight = 0, 0, 0
-    for _ in pairs(in_flight) do flight = flight + 1 end
-    for i = 1, n do
-      local c = counts["j" .. i]
-      if not c then
-        missing = missing + 1
-      elseif c > 1 then
-        dup = dup + 1
-        assert.is_true(in_flight["j" .. i], "j" .. i .. " ran twice but was not in flight")
-      end
-    end
-    assert.equal(0, missing)
-    assert.equal(0, q:pending())
-    assert.is_true(dup <= flight)
-    print(string.format("\n    kill -9 after %d of %d runs: %d in flight, %d ran twice", ran_before, n, flight, dup))
-  end)
-
-  it("three processes on one store run every job exactly once", function()
-    local dir = logdir()
-    finally(function() sh("rm -rf '" .. dir .. "'") end)
-    local n = 3000
-    q = assert(open())
-    local now = server_now()
-    assert(q:batch(function(b)
-      for i = 1, n do b:at("job", now + 1 + 1.5 * i / n, nil, { id = "j" .. i }) end
-    end))
-    local pids = {}
-    for i = 1, 3 do pids[i] = start_worker(30, true, false, dir .. "/w" .. i .. ".log") end
-    for i = 1, 3 do
-      assert.is_true(wait_exit(pids[i], 60), "worker " .. i .. " did not finish")
-    end
-    local counts, by_pid, total = runs_of()
-    for i = 1, n do assert.equal(1, counts["j" .. i], "j" .. i) end
-    assert.equal(n, total)
-    local procs = 0
-    for _ in pairs(by_pid) do procs = procs + 1 end
-    assert.is_true(procs >= 2, "one process ran every job")
-    assert.equal(0, q:pending())
-  end)
 end)
 
--- Redis Cluster: a queue's keys share one hash tag, so one node serves them
--- all and every script runs there (a kind's key is derived inside the
--- scripts, in the same slot).
-if not helpers.full_size() then
-  describe("hwtimer.durable on a real Redis Cluster", function()
-    it("runs in the Lua 5.4 run of the source tree", function()
-      pending("three redis-servers and redis-cli --cluster create take seconds: one run is enough")
-    end)
-  end)
-  return
-end
-
-describe("hwtimer.durable on a real Redis Cluster", function()
-  local cluster, timer, q
-  setup(function() cluster = assert(N.start_redis_cluster(3)) end)
-  teardown(function() cluster.stop() end)
-  before_each(function() timer = hwtimer.new() end)
-  after_each(function()
-    if q then q:close() end
-    q = nil
-    timer:close()
-  end)
-
-  local function admin(port)
-    local c = redis.connect("127.0.0.1", port)
-    c:define_command("cluster") -- not among redis-lua's commands
-    return c
-  end
-
-  -- The port of the node that serves `key`'s slot.
-  local function node_of(key)
-    local a = admin(cluster.ports[1])
-    local slot = a:cluster("keyslot", key)
-    for _, range in ipairs(a:cluster("slots")) do
-      if slot >= range[1] and slot <= range[2] then return range[3][2], slot end
-    end
-  end
-
-  it("runs every script on the node that serves the queue's slot", function()
-    local port, slot = node_of("{app:orders}")
-    q = assert(durable.open(timer, { redis = admin(port), prefix = "app", queue = "orders",
-                                     attempts = 1, on_error = function() end }))
-    local ran = {}
-    q:handle("close", function(job) ran[#ran + 1] = job.id end)
-    q:handle("fail", function() error("no") end)
-    for i = 1, 10 do assert(q:schedule("close", 0.02 * i, "order-" .. i)) end
-    assert(q:batch(function(b) for _ = 1, 100 do b:schedule("close", 0.1) end end))
-    assert(q:schedule("fail", 0.05, nil, { id = "bad" }))
-    local later = assert(q:schedule("close", 60))
-    assert.equal("close", q:get(later).kind)
-    assert.equal(112, q:pending())
-    assert.is_true(q:cancel(later))
-    assert.is_true(helpers.wait_until(timer, function() return #ran == 110 and #q:dead() == 1 end, 5))
-    assert.equal("bad", q:dead()[1].id)
-    assert.equal(0, q:pending())
-    -- every key the queue made is in that one slot, on that node
-    local keys = admin(port):keys("{app:orders}*")
-    assert.is_true(#keys >= 4, #keys .. " keys")
-    local a = admin(port)
-    for _, k in ipairs(keys) do assert.equal(slot, a:cluster("keyslot", k), k) end
-  end)
-
-  it("refuses a node that does not serve the slot with nil, message", function()
-    local port = node_of("{app:orders}")
-    local other
-    for _, p in ipairs(cluster.ports) do if p ~= port then other = p end end
-    local got, err = durable.open(timer, { redis = admin(other), prefix = "app", queue = "orders" })
-    assert.is_nil(got)
-    assert.matches("^hwtimer%.durable: redis {app:orders}: MOVED %d+ 127%.0%.0%.1:" .. port .. "$", err)
-  end)
-end)
+-- (on a real Redis Cluster: spec/durable/redis_cluster.lua)
+require("spec.durable.redis_cluster")({
+  describe = describe, it = it, assert = assert, setup = setup, teardown = teardown,
+  before_each = before_each, after_each = after_each,
+  pending = function(msg) pending(msg) end, -- (busted's, looked up inside the it that calls it)
+})

@@ -1,0 +1,260 @@
+-- How a queue's jobs run (lua/hwtimer/durable.lua): retries and dead jobs,
+-- q:batch, a kind no handler of this process runs, a restart's backlog, and
+-- due times in crowds, before 1970 and in any order. Shared by the SQLite
+-- (spec/durable/01-sqlite) and Redis (spec/durable/03-redis) engines. `env`
+-- is the one spec/durable/front.lua takes (describe, it, pending, assert,
+-- open, timer, wait, now, jobs), and:
+--   check_store(empty)  asserts the store's own consistency (SQLite: its
+--                   integrity check; Redis: every slot and its index), and
+--                   with `empty` that the queue left nothing in it
+local count = require("spec.helpers").count
+local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
+
+return function(env)
+  local describe, it, pending, assert = env.describe, env.it, env.pending, env.assert
+  local function wait(done, secs) return env.wait(done, secs) end
+  local function idle(secs) env.wait(function() return false end, secs) end
+  -- A spec whose q:batch function yields: pending on Lua 5.1 (busted's
+  -- pending beside `it`, as in spec/durable/leases.lua)
+  local function it_yielding(title, fn)
+    if _VERSION == "Lua 5.1" and not jit then
+      pending(title .. ": Lua 5.1's pcall is not yieldable: there q:batch's function cannot yield")
+    else
+      it(title, fn)
+    end
+  end
+
+  describe("retries and dead jobs", function()
+    it("retries a failing job with backoff, then it is dead, kept until cancelled", function()
+      local errors = {}
+      local q = assert(env.open({ attempts = 3, backoff = { delay = 0.05, factor = 2 },
+        on_error = function(err, job) errors[#errors + 1] = { err, job } end }))
+      local attempts, times = {}, {}
+      q:handle("k", function(job)
+        attempts[#attempts + 1] = job.attempt
+        times[#times + 1] = env.now()
+        error("refused " .. job.attempt, 0)
+      end)
+      local id = q:schedule("k", 0, "p")
+      assert.is_true(wait(function() return #q:dead() == 1 end))
+      assert.same({ 1, 2, 3 }, attempts)
+      assert.is_true(times[2] - times[1] >= 0.05, "retried before its backoff")
+      assert.is_true(times[3] - times[2] >= 0.1, "retried before its backoff")
+      assert.equal(3, #errors)
+      for i = 1, 3 do
+        assert.equal("refused " .. i, errors[i][1])
+        assert.equal(id, errors[i][2].id)
+      end
+      local dead = q:dead()[1]
+      assert.same({ id, "k", "p", 3, true, "refused 3" },
+        { dead.id, dead.kind, dead.payload, dead.attempt, dead.dead, dead.error })
+      assert.is_true(q:get(id).dead)
+      assert.equal(0, q:pending())
+      idle(0.2)
+      assert.equal(3, #attempts)
+      assert.is_true(q:cancel(id))
+      assert.same({}, q:dead())
+      assert.is_nil(q:get(id))
+    end)
+
+    it("runs a job again after an error until it succeeds", function()
+      local q = assert(env.open({ backoff = { delay = 0.01 }, on_error = function() end }))
+      local n = 0
+      q:handle("k", function()
+        n = n + 1
+        assert(n >= 3, "not yet")
+      end)
+      q:schedule("k", 0, nil, { id = "x" })
+      assert.is_true(wait(function() return n == 3 and q:pending() == 0 end))
+      assert.is_nil(q:get("x"))
+      assert.same({}, q:dead())
+    end)
+
+    it("reports a handler's error to on_error with the job", function()
+      local got
+      local q = assert(env.open({ attempts = 1, on_error = function(err, job) got = { err, job } end }))
+      q:handle("k", function() error("bad job", 0) end)
+      q:schedule("k", 0, nil, { id = "x" })
+      assert.truthy(wait(function() return got end))
+      assert.equal("bad job", got[1])
+      assert.equal("x", got[2].id)
+    end)
+  end)
+
+  describe("q:batch", function()
+    it("stores many jobs at once: none is seen before it returns", function()
+      local q = assert(env.open())
+      local ran = 0
+      q:handle("k", function() ran = ran + 1 end)
+      assert.is_true(q:batch(function(b)
+        for i = 1, 1000 do b:schedule("k", i <= 10 and 0.05 or 3600, tostring(i)) end
+        assert.equal(0, count(env.jobs())) -- not before the commit
+      end))
+      assert.equal(1000, q:pending())
+      assert.equal(1000, count(env.jobs()))
+      assert.is_true(wait(function() return ran == 10 end))
+    end)
+
+    it("stores nothing and raises again when fn raises", function()
+      local q = assert(env.open())
+      q:schedule("k", 60, nil, { id = "kept" })
+      assert.has_error(function()
+        q:batch(function(b)
+          b:schedule("k", 0.01, nil, { id = "gone" })
+          error("stop", 0)
+        end)
+      end, "stop")
+      assert.equal(1, q:pending())
+      assert.truthy(q:get("kept"))
+      assert.is_nil(q:get("gone"))
+      assert.has_error(function() q:batch(1) end, "bad argument #1 to 'batch' (function expected, got number)")
+    end)
+
+    -- In nginx, cqueues or copas the batch's function may yield: other
+    -- coroutines run meanwhile, and what they write must not ride in (and
+    -- fall out with) a batch that is not theirs.
+    it_yielding("refuses other coroutines' writes while its function is yielded; claims wait for it", function()
+      local ran, errors = {}, 0
+      local q = assert(env.open({ on_error = function() errors = errors + 1 end }))
+      q:handle("k", function(job) ran[#ran + 1] = job.id end)
+      assert(q:schedule("k", 60, nil, { id = "kept" }))
+      local co = coroutine.create(function()
+        return q:batch(function(b)
+          assert(b:schedule("k", 0, nil, { id = "inside" }))
+          coroutine.yield()
+          assert(b:schedule("k", 0, nil, { id = "inside 2" }))
+        end)
+      end)
+      assert(coroutine.resume(co)) -- now yielded inside the batch
+      local busy = "hwtimer.durable: a batch is open in another coroutine (q:batch's function yielded)"
+      assert.same({ nil, busy }, { q:schedule("k", 0, nil, { id = "outside" }) })
+      assert.same({ nil, busy }, { q:cancel("kept") })
+      assert.same({ nil, busy }, { q:batch(function() error("not called") end) })
+      env.timer():run(0.1) -- due jobs wait for the batch: no claim inside its transaction
+      assert.same({}, ran)
+      assert.equal(0, errors)
+      local ok, res = coroutine.resume(co)
+      assert.is_true(ok)
+      assert.is_true(res)
+      assert(q:schedule("k", 0, nil, { id = "outside" }))
+      assert.is_true(wait(function() return #ran == 3 end))
+      table.sort(ran)
+      assert.same({ "inside", "inside 2", "outside" }, ran)
+      assert.truthy(q:get("kept"))
+      assert.equal(0, errors)
+    end)
+  end)
+
+  describe("a due job with no handler in this process", function()
+    it("stays stored and unclaimed until a handler for its kind exists", function()
+      local q = assert(env.open({ sweep = 0.05 }))
+      local id = q:schedule("unknown_kind", 0)
+      idle(0.2)
+      local job = q:get(id)
+      assert.equal(0, job.attempt)
+      assert.is_nil(job.leased)
+      local ran
+      q:handle("unknown_kind", function(j) ran = j end)
+      assert.truthy(wait(function() return ran end))
+      assert.equal(1, ran.attempt)
+    end)
+  end)
+
+  describe("restart", function()
+    it("runs overdue jobs oldest first, in batches that keep the loop responsive", function()
+      local q = assert(env.open({ batch = 200 }))
+      local now = env.now()
+      assert(q:batch(function(b)
+        for i = 2000, 1, -1 do b:at("k", now - 100 + i * 0.01, nil, { id = tostring(i) }) end
+      end))
+      q:close()
+      q = assert(env.open({ batch = 200 }))
+      -- a timeout that re-arms itself at delay 0 runs once in every dispatch:
+      -- it counts the loop's turns, whatever the machine's speed
+      local timer = env.timer()
+      local order, ticks, ticks_at, beating = {}, 0, {}, true
+      local function tick()
+        ticks = ticks + 1
+        if beating then timer:schedule(0, tick) end
+      end
+      timer:schedule(0, tick)
+      q:handle("k", function(job)
+        order[#order + 1] = tonumber(job.id)
+        ticks_at[#order] = ticks
+      end)
+      assert.is_true(wait(function() return #order == 2000 and q:pending() == 0 end, 20))
+      beating = false
+      for i = 1, 2000 do assert.equal(i, order[i]) end
+      assert.is_true(ticks_at[2000] - ticks_at[1] >= 5, "the loop ran nothing else during the catch-up")
+      assert.equal(0, q:pending())
+    end)
+
+    -- The process that died is a queue that claimed the job through its
+    -- engine (as its pass would) and went away before running it.
+    it("reclaims a job whose lease expired (its process died)", function()
+      local q = assert(env.open({ sweep = 0.05 }))
+      q:schedule("k", 0, nil, { id = "x" })
+      q:close()
+      local dead = assert(env.open({ poll = 60, sweep = 60 }))
+      local ghost = require("hwtimer.durable").engine(dead)
+      assert(ghost:handle("k", true))
+      local _, n = ghost:claim({}, ghost:now(), 0.3, 10, ghost:now() + 3600)
+      assert.equal(1, n)
+      dead:close() -- (closing a queue writes nothing of the job: it stays leased)
+      local leased_until = env.jobs().x.ready
+      assert.is_true(env.jobs().x.owner ~= "")
+      q = assert(env.open({ sweep = 0.05 }))
+      local got, at
+      q:handle("k", function(job) got, at = job, env.now() end)
+      assert.truthy(wait(function() return got end))
+      assert.equal(2, got.attempt)
+      assert.is_true(at >= leased_until, "ran " .. (leased_until - at) .. " s before its lease expired")
+    end)
+  end)
+
+  describe("due times", function()
+    -- (Redis: the script's calls go in chunks, as Lua 5.1's unpack stops near
+    -- 8,000 values and a script that fails halfway keeps what it wrote)
+    it("takes 5,000 jobs at one instant in one batch, and claims 5,000 in one call", function()
+      local q = assert(env.open({ batch = 5000, poll = 60, sweep = 60 }))
+      local ran = 0
+      assert(q:batch(function(b)
+        for _ = 1, 5000 do b:schedule("k", 0.2 * SLOW) end
+      end))
+      assert.equal(5000, q:pending())
+      env.check_store()
+      q:handle("k", function() ran = ran + 1 end)
+      assert.is_true(wait(function() return ran == 5000 end, 10 * SLOW))
+      assert.is_true(wait(function() return q:pending() == 0 end))
+    end)
+
+    it("runs a job due before 1970, and the queue goes on", function()
+      local q = assert(env.open())
+      local ran = {}
+      q:handle("k", function(job) ran[#ran + 1] = job.id end)
+      assert(q:at("k", -1e6, nil, { id = "old" }))
+      assert(q:at("k", -1, nil, { id = "older" })) -- (Redis: in the same slot of 2^40 us)
+      env.check_store()
+      assert(q:schedule("k", 0.05, nil, { id = "new" }))
+      assert.is_true(wait(function() return #ran == 3 end))
+      assert.same({ "old", "older", "new" }, ran)
+      assert.equal(0, q:pending())
+    end)
+
+    it("runs jobs scheduled in any order by their due time, and leaves nothing behind", function()
+      local q = assert(env.open())
+      local now, n, order = env.now(), 600, {}
+      local dues = {}
+      for i = 1, n do dues[i] = now + 0.2 * SLOW + 0.3 * SLOW * ((i * 7919) % n) / n end
+      assert(q:batch(function(b)
+        for i = 1, n do b:at("k", dues[i], nil, { id = "o" .. i }) end
+      end))
+      env.check_store()
+      q:handle("k", function(job) order[#order + 1] = job.due end)
+      assert.is_true(wait(function() return #order == n end, 10 * SLOW))
+      for i = 2, n do assert.is_true(order[i - 1] <= order[i], "out of order at " .. i) end
+      assert.equal(0, q:pending())
+      env.check_store(true)
+    end)
+  end)
+end
