@@ -217,27 +217,6 @@ describe("hwtimer.durable", function()
     end)
   end)
 
-  -- (Left out of spec/durable/acks.lua: on Redis a flush timeout that an
-  -- earlier pass armed, as the first pass of every queue does there, is
-  -- cancelled by the stop, and the pass's acknowledgements wait; on SQLite too
-  -- when the stop comes in the second pass within ack_delay.)
-  describe("acknowledgements", function()
-    it("are written at once when the timer was stopped during the pass", function()
-      -- (in nginx: a worker exiting while a pass waits on a cosocket)
-      local errors = {}
-      timer = hwtimer.new({ on_error = function(err) errors[#errors + 1] = tostring(err) end })
-      q = assert(open({ ack_delay = 30 }))
-      local stopped
-      q:handle("k", function() stopped = timer:stop() end)
-      assert(q:schedule("k", 0.02))
-      local limit = hwtimer.now() + 5
-      while not stopped and hwtimer.now() < limit do timer:run(0.005) end
-      assert.truthy(stopped)
-      assert.same({}, errors)
-      assert.equal(0, query(path, "SELECT count(*) FROM hwtimer_jobs"))
-    end)
-  end)
-
   -- SQLite holds a batch's cancels in its transaction: they are rolled back
   -- with it (Redis sends them at once: spec/durable/runs.lua leaves them out).
   describe("q:batch", function()

@@ -10,6 +10,7 @@
 --                   unwritten then turn both off
 
 local count = require("spec.helpers").count
+local durable = require("hwtimer.durable")
 
 return function(env)
   local describe, it, assert = env.describe, env.it, env.assert
@@ -54,6 +55,22 @@ return function(env)
         assert.is_true(env.wait(function() return count(env.jobs("q" .. delay)) == 0 end, 2))
       end
       for _, delay in ipairs(delays) do assert.equal(0, count(env.jobs("q" .. delay))) end
+    end)
+
+    it("are written at once when the timer was stopped during the pass", function()
+      -- (in nginx: a worker exiting while a handler waits on a cosocket; an
+      -- earlier pass's ack_delay timeout, pending then, never runs)
+      local timer = env.timer()
+      local q = assert(env.open({ ack_delay = 30 }))
+      local stopped
+      q:handle("k", function() stopped = timer:stop() end)
+      env.wait(function() return false end, 0.05) -- the first, empty pass (Redis: claims, arms the ack timeout)
+      assert(q:schedule("k", 0.02))
+      local limit = env.now() + 5
+      while not stopped and env.now() < limit do timer:run(0.005) end
+      assert.truthy(stopped)
+      assert.equal(0, timer:stats().errors)
+      assert.equal(0, durable.engine(q):pending()) -- the store itself, as another process sees it
     end)
 
     it("are written by close, and by cancel, which then finds the job gone", function()

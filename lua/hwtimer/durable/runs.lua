@@ -143,7 +143,10 @@ end
 -- again. At an nginx worker's exit this timeout is called cancelled, and
 -- still writes them; with the timer stopped they are written at once.
 local function acks_later(self)
-  if self._flush then return end
+  if self._flush then
+    if not cancelled(self._flush) then return end
+    self._flush = nil -- the timer was stopped: that timeout never runs
+  end
   if self._ack_delay == 0 then return runs.flush(self) end
   self._flush = later(self, self._ack_delay, function(t)
     self._flush = nil

@@ -23,7 +23,8 @@ local window = {}
 -- callbacks of the pending timeouts once more, each cancelled: nothing is
 -- claimed then (the jobs stay in the store for the next process).
 function window.cancelled(t)
-  local ok, state = pcall(function() return t:state() end)
+  if t == nil then return false end
+  local ok, state = pcall(t.state, t)
   return ok and state == "cancelled"
 end
 

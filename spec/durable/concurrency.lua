@@ -1,0 +1,118 @@
+-- Handlers side by side (issue 20), shared by the SQLite (spec/durable/01-sqlite)
+-- and Redis (spec/durable/03-redis) engines; `env` is the one
+-- spec/durable/leases.lua takes. Where the host lets a handler wait
+-- (hwtimer.cqueues here; hwtimer.ngx in spec/durable/05-nginx_orders), up to
+-- `concurrency` run at once; each job's acknowledgement is written within
+-- ack_delay of its end while others still run; jobs claimed and not
+-- started go back to the store at close. A plain loop runs them one by one.
+local durable = require("hwtimer.durable")
+local sleep = require("hwtimer_testutil").sleep
+local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
+
+return function(env)
+  local describe, it, pending, assert = env.describe, env.it, env.pending, env.assert
+
+  -- n jobs due at once, ids j1..jn in that order.
+  local function due_now(q, n)
+    local due = env.now()
+    assert(q:batch(function(b)
+      for i = 1, n do b:at("k", due + i * 2e-6, nil, { id = "j" .. i }) end
+    end))
+  end
+
+  describe("concurrency", function()
+    it("runs handlers one after another in a plain loop, whatever concurrency says", function()
+      local q = assert(env.open({ concurrency = 8, sweep = 60 }))
+      local running, most, ran = 0, 0, 0
+      q:handle("k", function()
+        running = running + 1
+        if running > most then most = running end
+        sleep(0.002)
+        running, ran = running - 1, ran + 1
+      end)
+      due_now(q, 6)
+      assert.is_true(env.wait(function() return ran == 6 end, 10 * SLOW))
+      assert.equal(1, most)
+    end)
+
+    it("hands the jobs claimed and not started back to the store at close, attempts not counted", function()
+      local q = assert(env.open({ concurrency = 3, sweep = 60, lease = 60 }))
+      local started = {}
+      q:handle("k", function(job)
+        started[#started + 1] = job.id
+        if job.id == "j1" then q:close() end -- j2 and j3 are claimed, waiting for their workers
+      end)
+      due_now(q, 3)
+      env.wait(function() return #started > 0 end, 10 * SLOW)
+      env.wait(function() return false end, 0.05)
+      assert.same({ "j1" }, started)
+      local engine = durable.engine(assert(env.open({ sweep = 60 }))) -- another process looks
+      assert.is_nil(engine:get("j1"), "j1 ran: acknowledged once its handler returned")
+      for _, id in ipairs({ "j2", "j3" }) do
+        local job = assert(engine:get(id), id .. " lost")
+        assert.is_nil(job.leased, id .. " still leased: it would wait 60 s for its lease to end")
+        assert.equal(0, job.attempt, id .. "'s attempt counted though it never started")
+      end
+    end)
+
+    -- (cqueues: a host where a handler waits; busted's pending beside `it`)
+    if not pcall(require, "cqueues") then
+      pending("concurrency where handlers wait: cqueues is not installed for " .. _VERSION)
+      return
+    elseif _VERSION == "Lua 5.1" and not rawget(_G, "jit") then
+      pending("concurrency where handlers wait: Lua 5.1's pcall is not yieldable")
+      return
+    end
+    local cqueues = require("cqueues")
+
+    -- Run the timer on a cqueues controller until done() or 10 s.
+    local function on_cqueues(done)
+      local cq = cqueues.new()
+      local attached = require("hwtimer.cqueues").attach(env.timer(), cq)
+      cq:wrap(function()
+        local limit = cqueues.monotime() + 10 * SLOW
+        while not done() and cqueues.monotime() < limit do cqueues.sleep(0.005) end
+        attached.detach()
+      end)
+      assert(cq:loop())
+    end
+
+    it("runs up to `concurrency` handlers at once where they wait (cqueues), each job once", function()
+      local q = assert(env.open({ concurrency = 4, sweep = 60 }))
+      local running, most, ran = 0, 0, {}
+      q:handle("k", function(job)
+        running = running + 1
+        if running > most then most = running end
+        cqueues.sleep(0.05)
+        running = running - 1
+        ran[#ran + 1] = job.id
+      end)
+      due_now(q, 12)
+      on_cqueues(function() return #ran == 12 end)
+      assert.equal(12, #ran)
+      assert.equal(4, most)
+      local seen = {}
+      for _, id in ipairs(ran) do
+        assert.is_nil(seen[id], id .. " ran twice")
+        seen[id] = true
+      end
+      assert.equal(0, q:pending())
+    end)
+
+    it("writes a job's acknowledgement within ack_delay of its end while others still wait", function()
+      local q = assert(env.open({ concurrency = 4, sweep = 60 }))
+      local engine, stored_after, done = durable.engine(q), nil, false
+      q:handle("k", function(job)
+        if job.id == "j1" then return end -- at once
+        cqueues.sleep(0.05)               -- j2 looks at j1 0.05 s on, j1's ack_delay (2 ms) long past
+        if job.id == "j2" then stored_after = engine:get("j1") or false end
+        cqueues.sleep(0.2)
+        done = true
+      end)
+      due_now(q, 2)
+      on_cqueues(function() return done end)
+      assert.is_false(stored_after, "j1 ran, and was still stored 0.05 s later while j2 ran")
+    end)
+
+  end)
+end
