@@ -23,6 +23,16 @@ N.exists = exists
 N.ready = rawget(_G, "jit") and N.cpath and N.lpath and exists(N.nginx) and exists(N.lua_module)
   and true or false
 
+--- A process that exited is not alive, even while it waits as a zombie for
+-- its parent (here PID 1, which may reap late) to collect it.
+function N.alive(pid)
+  local f = io.open("/proc/" .. pid .. "/stat")
+  local line = f and f:read("*l")
+  if f then f:close() end
+  local state = line and line:match("^.-%) (%a)")
+  return state ~= nil and state ~= "Z"
+end
+
 function N.free_port()
   local s = assert(socket.bind("127.0.0.1", 0))
   local _, port = s:getsockname()

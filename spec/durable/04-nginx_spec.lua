@@ -184,15 +184,7 @@ local function count(t)
   return n
 end
 
--- A process that exited is not alive, even while it waits as a zombie for
--- its parent (here PID 1, which may reap late) to collect it.
-local function alive(pid)
-  local f = io.open("/proc/" .. pid .. "/stat")
-  local line = f and f:read("*l")
-  if f then f:close() end
-  local state = line and line:match("^.-%) (%a)")
-  return state ~= nil and state ~= "Z"
-end
+local alive = N.alive
 
 for _, engine in ipairs(ENGINES) do
 describe("OpenResty: durable jobs in nginx with four workers on " .. engine.name, function()

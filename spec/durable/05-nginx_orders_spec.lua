@@ -20,13 +20,7 @@ local function stats_of(body)
   return t
 end
 
-local function alive(pid)
-  local f = io.open("/proc/" .. pid .. "/stat")
-  local line = f and f:read("*l")
-  if f then f:close() end
-  local state = line and line:match("^.-%) (%a)")
-  return state ~= nil and state ~= "Z"
-end
+local alive = N.alive
 
 local function count_lines(log, text)
   local n, from = 0, 1

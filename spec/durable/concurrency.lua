@@ -99,6 +99,26 @@ return function(env)
       assert.equal(0, q:pending())
     end)
 
+    it("claims only as many due jobs as there are free workers: the rest stay for any process", function()
+      local q = assert(env.open({ concurrency = 2, sweep = 60 }))
+      local engine, leased_at_start, ran = durable.engine(q), nil, 0
+      q:handle("k", function(job)
+        if job.id == "j1" then
+          leased_at_start = 0
+          for i = 1, 6 do
+            local stored = engine:get("j" .. i)
+            if stored and stored.leased then leased_at_start = leased_at_start + 1 end
+          end
+        end
+        cqueues.sleep(0.02)
+        ran = ran + 1
+      end)
+      due_now(q, 6)
+      on_cqueues(function() return ran == 6 end)
+      assert.equal(6, ran)
+      assert.equal(2, leased_at_start)
+    end)
+
     it("writes a job's acknowledgement within ack_delay of its end while others still wait", function()
       local q = assert(env.open({ concurrency = 4, sweep = 60 }))
       local engine, stored_after, done = durable.engine(q), nil, false

@@ -313,14 +313,13 @@ end
 
 -- One more worker where rows are queued and every worker is running a
 -- handler (this one included, about to): where handlers wait, each start
--- adds the next worker up to `concurrency`; where they run one after
--- another, a claim costs one spare worker, not one per row. Where the
--- timer refuses (max_pending) and no worker is there, this callback runs
--- them; where it is stopped, they go back to the store.
+-- adds the next worker; where they run one after another, a claim costs one
+-- spare worker, not one per row. (No more than `concurrency`: claims take
+-- no more rows than that, less those queued or running.) Where the timer
+-- refuses (max_pending) and no worker is there, this callback runs them;
+-- where it is stopped, they go back to the store.
 function more_workers(self)
-  if n_queued(self) == 0 or self._workers >= self._concurrency or self._workers > self._running_jobs then
-    return
-  end
+  if n_queued(self) == 0 or self._workers > self._running_jobs then return end
   local t, stopped = later(self, 0, work, self)
   if t then
     self._workers = self._workers + 1
