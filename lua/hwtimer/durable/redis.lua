@@ -135,8 +135,8 @@ function Engine:command(method, ...)
 end
 
 local function load_script(self, name)
-  local sha, err = self:command("script", "load", scripts[name])
-  if not sha then return nil, err end
+  local sha, err, from_server = self:command("script", "load", scripts[name])
+  if not sha then return nil, err, from_server end
   self.sha[name] = sha
   return sha
 end
@@ -153,7 +153,9 @@ function Engine:run(name, ...)
     res, err = self:command("evalsha", sha, 4, k[1], k[2], k[3], k[4], ...)
     if res or not err:find("^NOSCRIPT") then return self:sync(res, err, sent) end
   end
-  sha = load_script(self, name)
+  local from_server
+  sha, err, from_server = load_script(self, name)
+  if not sha and not from_server then return nil, err end -- no server to send it whole to either
   sent = mono()
   if sha then
     res, err = self:command("evalsha", sha, 4, k[1], k[2], k[3], k[4], ...)

@@ -365,6 +365,12 @@ local function take(self, rows, n)
     enqueue(self, row)
   end
   if n > 0 and not self._renewer then self._renewer = later(self, self._lease / 3, renew_tick, self) end
+  if n > 0 and self._workers == 0 then
+    -- no worker yet: the pass's own callback is the first one, so that a
+    -- job due now starts now, not at the timer's next dispatch
+    self._workers = 1
+    return work(nil, self)
+  end
   more_workers(self)
 end
 
