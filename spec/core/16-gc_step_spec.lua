@@ -121,10 +121,15 @@ describe("the loop glue's gc_step", function()
     collectgarbage("restart")
   end)
 
-  -- The glue waits 0.2 s for the one timeout, with the automatic collector
-  -- stopped: only the glue's own steps can free the garbage.
-  -- (Scheduled after the garbage is made: under valgrind making it takes
-  -- longer than 0.2 s, and a timeout already due leaves no gap.)
+  -- The glue waits GAP seconds for the one timeout, with the automatic
+  -- collector stopped: only the glue's own steps (STEP seconds of them in a
+  -- gap) can free the garbage. (Scheduled after the garbage is made: under
+  -- valgrind making it takes longer than 0.2 s, and a timeout already due
+  -- leaves no gap. Under valgrind, HWT_SLOW, 0.1 s of steps is short of
+  -- freeing 1 MB: the gap and the steps are longer there.)
+  local SLOW = math.min(tonumber(os.getenv("HWT_SLOW")) or 1, 10)
+  local GAP, STEP = 0.2 * SLOW, 0.1 * SLOW
+  local LIMIT = 5 + GAP -- the drivers' guard: never hang the suite
   local function freed_while(drive, opts)
     local fired = false
     collectgarbage()
@@ -132,7 +137,7 @@ describe("the loop glue's gc_step", function()
     collectgarbage("stop")
     make_garbage()
     local before = collectgarbage("count")
-    timer:schedule(0.2, function() fired = true end)
+    timer:schedule(GAP, function() fired = true end)
     drive(opts, function() return fired end)
     assert.is_true(fired)
     return before - collectgarbage("count")
@@ -146,13 +151,13 @@ describe("the loop glue's gc_step", function()
       local poll = glue.attach(timer, opts)
       local guard = uv.new_timer() -- never hang the suite
       uv.update_time() -- the loop's clock is as old as its last run
-      guard:start(5000, 0, function() uv.stop() end)
+      guard:start(LIMIT * 1000, 0, function() uv.stop() end)
       while not done() and guard:is_active() do uv.run("once") end
       glue.detach(poll)
       guard:close()
       uv.run("nowait")
     end
-    assert.is_true(freed_while(drive, { gc_step = 0.1 }) > 1000)
+    assert.is_true(freed_while(drive, { gc_step = STEP }) > 1000)
     assert.is_true(freed_while(drive, nil) <= 0)
     assert.has_error(function() glue.attach(timer, { gc_step = -1 }) end,
       "bad argument #2 to 'attach' (option 'gc_step': boolean or seconds from 0 to 1 expected)")
@@ -221,13 +226,13 @@ describe("the loop glue's gc_step", function()
       local cq = cqueues.new()
       local attached = glue.attach(timer, cq, opts)
       cq:wrap(function()
-        local limit = cqueues.monotime() + 5
+        local limit = cqueues.monotime() + LIMIT
         while not done() and cqueues.monotime() < limit do cqueues.sleep(0.01) end
         attached.detach()
       end)
       assert(cq:loop())
     end
-    assert.is_true(freed_while(drive, { gc_step = 0.1 }) > 1000)
+    assert.is_true(freed_while(drive, { gc_step = STEP }) > 1000)
     assert.is_true(freed_while(drive, {}) <= 0)
     assert.has_error(function() glue.attach(timer, cqueues.new(), { gc_step = "on" }) end,
       "bad argument #3 to 'attach' (option 'gc_step': boolean or seconds from 0 to 1 expected)")
@@ -238,10 +243,10 @@ describe("the loop glue's gc_step", function()
     if not copas then return pending("copas is not installed for " .. _VERSION) end
     local glue = require("hwtimer.copas")
     local function drive(opts, done)
-      local limit = hwtimer.now() + 5
+      local limit = hwtimer.now() + LIMIT
       while not done() and hwtimer.now() < limit do glue.step(timer, 0.3, opts) end
     end
-    assert.is_true(freed_while(drive, { gc_step = 0.1 }) > 1000)
+    assert.is_true(freed_while(drive, { gc_step = STEP }) > 1000)
     assert.is_true(freed_while(drive, nil) <= 0)
     assert.has_error(function() glue.step(timer, 0.3, { gc_step = 5 }) end,
       "bad argument #3 to 'step' (option 'gc_step': boolean or seconds from 0 to 1 expected)")
