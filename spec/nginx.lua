@@ -65,6 +65,20 @@ local function sh(cmd)
   return ok == true or ok == 0
 end
 
+-- Servers daemonize (their own session: out of the process group that
+-- spec/run.sh kills when a spec file runs past its time). Each one a spec
+-- starts is written to $HWT_SPEC_SERVERS, and spec/run.sh stops by its pid
+-- whichever is still running when the file ends, however it ended.
+local function record(pid)
+  local path = os.getenv("HWT_SPEC_SERVERS")
+  if not (pid and path) then return end
+  local f = io.open(path, "a")
+  if f then
+    f:write(pid, "\n")
+    f:close()
+  end
+end
+
 local function read_pid(path)
   local f = io.open(path)
   local pid = f and f:read("*n")
@@ -109,6 +123,7 @@ function N.start(conf)
   f:close()
   local cmd = string.format("%s -p %s -c conf/nginx.conf", N.nginx, prefix)
   assert(sh(cmd .. " 2>" .. prefix .. "/logs/start.log"), "nginx did not start")
+  record(read_pid(prefix .. "/logs/nginx.pid"))
   local self = { prefix = prefix }
   function self.log()
     local lf = io.open(prefix .. "/logs/error.log")
@@ -182,6 +197,7 @@ local function redis_server(extra, port, dir)
     c:close()
     socket.sleep(0.05)
   end
+  record(pid)
   return { port = port, pid = pid, dir = dir, socket = dir .. "/redis.sock" }
 end
 
@@ -240,7 +256,9 @@ function N.persistent_redis()
     for _ = 1, 100 do
       s.pid = read_pid(dir .. "/redis.pid")
       -- ready once it answers (it says LOADING while it replays the file)
-      if s.pid and pcall(function() return redis.connect("127.0.0.1", s.port):ping() end) then return end
+      if s.pid and pcall(function() return redis.connect("127.0.0.1", s.port):ping() end) then
+        return record(s.pid)
+      end
       socket.sleep(0.05)
     end
     error("redis-server did not start")

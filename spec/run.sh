@@ -17,9 +17,33 @@ files=("$@")
 [ ${#files[@]} -gt 0 ] || files=(spec/*/*_spec.lua)
 [ ${#cmd[@]} -gt 0 ] || { echo "usage: spec/run.sh [-t SECONDS] COMMAND... [-- FILE...]" >&2; exit 2; }
 
+# The servers a spec file started (spec/nginx.lua writes their pids to
+# $HWT_SPEC_SERVERS: they daemonize, out of its process group) and left
+# running, as a file cut short leaves them: stopped by their pid, once each
+# is still a redis-server or an nginx.
+running() { # pid name: that process, not a zombie
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  [ "$(cat "/proc/$1/comm" 2>/dev/null)" = "$2" ] && [ "$(echo "${stat##*) }" | cut -d' ' -f1)" != Z ]
+}
+stop_servers() {
+  local pid name
+  while read -r pid; do
+    for name in redis-server nginx; do
+      running "$pid" "$name" || continue
+      kill -TERM "$pid" 2>/dev/null
+      for _ in $(seq 40); do running "$pid" "$name" || break; sleep 0.05; done
+      running "$pid" "$name" && kill -KILL "$pid" 2>/dev/null
+      echo "spec/run.sh: $1 left $name $pid running: stopped"
+    done
+  done < "$HWT_SPEC_SERVERS"
+}
+
 failed=()
 for f in "${files[@]}"; do
   start=$SECONDS
+  HWT_SPEC_SERVERS=$(mktemp)
+  export HWT_SPEC_SERVERS
   setsid "${cmd[@]}" "$f" &
   pid=$!
   while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - start)) -lt "$limit" ]; do sleep 0.2; done
@@ -30,9 +54,11 @@ for f in "${files[@]}"; do
     echo "$f: timed out after $limit s (killed with what it started)"
     echo "0 successes / 1 failures / 0 errors / 0 pending : $limit seconds"
     failed+=("$f (timed out)")
-    continue
+  else
+    wait "$pid" || failed+=("$f")
   fi
-  wait "$pid" || failed+=("$f")
+  stop_servers "$f"
+  rm -f "$HWT_SPEC_SERVERS"
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "spec/run.sh: ${#failed[@]} of ${#files[@]} spec files failed: ${failed[*]}"

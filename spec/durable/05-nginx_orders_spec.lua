@@ -125,7 +125,11 @@ describe("examples/openresty-durable, two nginx workers on " .. store.name, func
     return s, body
   end
 
-  local function assert_clean(log)
+  -- error.log: no worker died but the one a case killed, nothing reads as lost
+  local function assert_clean(log, killed)
+    for pid, sig in log:gmatch("worker process (%d+) exited on signal (%d+)") do
+      assert.is_true(tonumber(pid) == killed and sig == "9", log)
+    end
     assert.is_nil(log:find("[crit]", 1, true), log)
     assert.is_nil(log:find("will never run", 1, true), log)
     assert.is_nil(log:find("error in timeout callback", 1, true), log)
@@ -258,6 +262,7 @@ describe("examples/openresty-durable, two nginx workers on " .. store.name, func
     end
     print(string.format("\n    %s: kill -9 of a worker amid 1,000 closes: %d ran again", store.name, again))
     assert.matches("exited on signal 9", nginx.log(), 1, true)
+    assert_clean(nginx.log(), victim)
   end)
 
   if store.redis then
@@ -284,6 +289,7 @@ describe("examples/openresty-durable, two nginx workers on " .. store.name, func
       print(string.format("\n    Redis down %.1f s: %d failed connections from two workers (%d steps each)",
         down, failed, steps))
       assert.matches("%[error%].-hwtimer%.durable: ", log)
+      assert_clean(nginx.log())
     end)
   end
 end)
