@@ -290,23 +290,33 @@ local function start(self, row)
   if self._more then soon(self) end -- a worker is free: claim more
 end
 
--- A worker: start queued rows until none is left. Called cancelled (an
--- nginx worker exiting, its timer stopped), it hands them back instead.
-local function work(t, self)
-  if cancelled(t) then
-    self._workers = self._workers - 1
-    if not self._gone then runs.release(self) end
-    return
+-- Let go of the rows not started: the store is out of reach, they come
+-- back to whichever process claims them once their lease ends.
+local function abandon(self, row)
+  while row do
+    row.lost = true
+    let_go(self, row)
+    row = dequeue(self)
   end
+end
+
+-- A worker: start queued rows until none is left. Once the timer is
+-- stopped (an nginx worker exiting) or the worker is called cancelled, it
+-- hands them back to the store instead.
+local function work(t, self)
+  local exiting = cancelled(t)
   while not self._closed do
-    local row = dequeue(self)
-    if not row then break end
-    if not before_start(self) then -- the store is out of reach: the rows come back when their lease ends
-      row.lost = true
-      repeat local r = dequeue(self); if r then r.lost = true end until not r
+    if exiting or self._stopped then
+      runs.release(self)
       break
     end
-    if not row.lost then start(self, row) end
+    local row = dequeue(self)
+    if not row then break end
+    if not before_start(self) then
+      abandon(self, row)
+      break
+    end
+    if not row.lost then start(self, row) end -- (the renewal may have found it taken)
   end
   self._workers = self._workers - 1
 end
@@ -316,18 +326,10 @@ end
 -- adds the next worker; where they run one after another, a claim costs one
 -- spare worker, not one per row. (No more than `concurrency`: claims take
 -- no more rows than that, less those queued or running.) Where the timer
--- refuses (max_pending) and no worker is there, this callback runs them;
--- where it is stopped, they go back to the store.
+-- refuses (max_pending), the workers there take the rows in turn.
 function more_workers(self)
   if n_queued(self) == 0 or self._workers > self._running_jobs then return end
-  local t, stopped = later(self, 0, work, self)
-  if t then
-    self._workers = self._workers + 1
-  elseif self._workers == 0 then
-    if stopped then return runs.release(self) end
-    self._workers = 1
-    return work(nil, self)
-  end
+  if later(self, 0, work, self) then self._workers = self._workers + 1 end
 end
 
 ---------------------------------------------------------------------------

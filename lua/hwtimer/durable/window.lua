@@ -30,11 +30,12 @@ end
 
 --- timer:schedule that never raises: the timeout; nil where the timer
 -- refuses (max_pending); nil, true where it is stopped (an nginx worker
--- exiting, its timer stopped while a callback of ours waited on a cosocket).
--- Every caller has a way on without it.
+-- exiting, its timer stopped while a callback of ours waited on a cosocket),
+-- noted in self._stopped. Every caller has a way on without it.
 function window.later(self, delay, fn, ...)
   local ok, t = pcall(self._timer.schedule, self._timer, delay, fn, ...)
   if ok then return t end
+  self._stopped = true -- (a stopped timer is never started again)
   return nil, true
 end
 
