@@ -156,6 +156,15 @@ function N.start(conf)
   return self
 end
 
+--- As many descriptors as a process here may have, up to 65536: for
+-- worker_rlimit_nofile where callbacks open thousands of cosockets at once.
+function N.nofile()
+  local p = io.popen("ulimit -Hn")
+  local n = tonumber(p:read("*l")) or 65536
+  p:close()
+  return math.min(n, 65536)
+end
+
 function N.wait_listening(port, path)
   for _ = 1, 100 do
     if pcall(N.get, port, path or "/") then return true end

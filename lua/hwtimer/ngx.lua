@@ -13,20 +13,27 @@
 -- nginx's Lua cannot poll a descriptor, and nothing yieldable may run below
 -- a C call: a cosocket that yields inside timer:dispatch() fails, and the
 -- failed yield leaves the coroutine's state in ngx_http_lua corrupt (the
--- worker crashes at its next wait). So the timer here is take_only: its
--- callbacks are taken from it by Lua code and run by a pool of runners, each
--- its own ngx.timer context, where they may yield like ngx.timer callbacks.
+-- worker crashes at its next wait). So the timer here is take_only: Lua
+-- code takes its due timeouts and calls their callbacks, where they may
+-- yield like ngx.timer callbacks.
 --
 -- One dispatcher (an ngx.timer) sleeps on a semaphore until the wheel's next
 -- event; the timer's wakeup hook posts it when anything (schedule, every,
 -- reset, retry, a periodic run) becomes due before that. When timeouts are
--- due it wakes an idle runner, or starts one when every runner is stuck on
--- I/O, up to max_runners. Runners run callbacks one after another, letting
--- nginx serve requests after every `slice` seconds of them during a burst;
--- an idle runner beyond min_runners
--- exits after runner_idle seconds, and each runner hands over to a fresh
--- ngx.timer after runner_runs callbacks (a long-lived timer context keeps
--- what cosockets allocated in it until it ends).
+-- due it starts a runner, a light thread (ngx.thread.spawn) that calls due
+-- callbacks one after another. spawn returns to the dispatcher as soon as
+-- the runner yields, which a runner does only inside a callback that waits
+-- (a cosocket, ngx.sleep): that runner is left to its callback, and the
+-- dispatcher starts another for the rest at once. So a callback that does
+-- not wait never queues behind callbacks that do, a callback costs a light
+-- thread only when it waits, and max_runners (none by default) bounds the
+-- callbacks in progress at once for users who want that.
+--
+-- After `slice` seconds of callbacks in a row, and after runner_runs
+-- callbacks, the dispatcher hands over to a fresh ngx.timer: a 0 ms timer
+-- runs after the events already pending, so nginx serves requests during a
+-- burst, and a timer context keeps what its cosockets and light threads
+-- allocated until it ends (it ends once its waiting runners have).
 --
 -- At worker exit (nginx -s quit / reload), a pending ngx.timer kept for the
 -- purpose runs with premature = true: the timer stops, and the callbacks of
@@ -39,17 +46,18 @@ local driver = require("hwtimer.runner")
 local semaphore = require("ngx.semaphore")
 
 local now = hwtimer.now
+local ceil = math.ceil
 local M = {}
 local NgxTimer = {}
 NgxTimer.__index = NgxTimer
 
 local function non_negative(v) return type(v) == "number" and v >= 0 and v < math.huge end
+local function positive_integer(v) return type(v) == "number" and v >= 1 and v == math.floor(v) end
 
 -- The glue's own options, as hwtimer.check.options reads them; hwtimer.new
--- checks the rest.
-local GLUE_OPTIONS = {}
-for k, default in pairs({ min_runners = 1, max_runners = 64, runner_idle = 10, runner_runs = 1000,
-                          slice = 0.002, max_wait = 1, exit_max = 10000, exit_time = 1 }) do
+-- checks the rest. max_runners has no default: no bound.
+local GLUE_OPTIONS = { max_runners = { nil, positive_integer, "positive integer" } }
+for k, default in pairs({ runner_runs = 1000, slice = 0.002, max_wait = 1, exit_max = 10000, exit_time = 1 }) do
   GLUE_OPTIONS[k] = { default, non_negative, "non-negative number" }
 end
 
@@ -69,165 +77,175 @@ local function split_options(opts, max_wait)
   local glue, err = check.options(given, GLUE_OPTIONS)
   if not glue then check.argerror(1, "new", err, 3) end
   if max_wait ~= nil and given.max_wait == nil then glue.max_wait = max_wait end
-  if glue.max_runners < 1 or glue.max_runners < glue.min_runners then
-    check.argerror(1, "new", "option 'max_runners': at least 1 and min_runners expected", 3)
-  end
   if glue.max_wait < 0.001 then glue.max_wait = 0.001 end
-  if glue.runner_idle < 0.001 then glue.runner_idle = 0.001 end
+  glue.max_runners = glue.max_runners or math.huge
   return timer_opts, glue
 end
 
 -- ---- runners ---------------------------------------------------------------
 
-local spawn_runner
-
 -- Call cb(t, ...) protected, keeping a traceback for on_error. xpcall passes
 -- arguments on 5.2+ and LuaJIT, which is what nginx runs; LuaJIT's xpcall is
 -- yieldable, so the callback may use cosockets. At worker exit (premature)
--- the timer is stopped: there is no done to report and no pool to grow.
+-- the timer is stopped: there is no done to report.
 local function call(self, premature, t, cb, ...)
-  if not premature and self.idle == 0 and not self.poked then
-    -- should this callback wait on I/O, the dispatcher looks at the pool as
-    -- soon as it yields, not at its next 1 ms look (once per look)
-    self.poked = true
-    self.wake:post(1)
-  end
-  self.inside = self.inside + 1
   local ok, err = xpcall(cb, self.handler, t, ...)
-  self.inside = self.inside - 1
   if not ok then
     local ok2, err2 = pcall(self.on_error, err, t, self.traceback)
     if not ok2 then ngx.log(ngx.ERR, driver.on_error_error(err2)) end
   end
-  if premature then return end
-  self.timer:done(t, ok)
+  if not premature then self.timer:done(t, ok) end
 end
 
-local function run_one(self, t, ...)
+local function run_one(self, premature, t, ...)
   if not t then return false end
-  call(self, false, t, ...)
+  call(self, premature, t, ...)
   return true
 end
 
--- Run due callbacks until none is due; returns how many, and true when the
--- runner handed over to a fresh one. After `slice` seconds of callbacks in a
--- row it does that, so that nginx serves the requests waiting meanwhile: a
--- 0 ms ngx.timer runs after the events already pending. (ngx.sleep(0) would
--- do too, but without OpenResty's "delayed events" patch, as in Debian's
--- nginx, each one logs a warning; ngx.sleep(0.001) costs a millisecond.)
-local function drain(self)
-  local timer, n, since = self.timer, 0, now()
-  while self.running and run_one(self, timer:take()) do
+-- A runner's work: call the callbacks of the timeouts `next_due(self)` gives
+-- until it gives none, the slice is used up (w.sliced) or a callback waited:
+-- the dispatcher set w.waited when this thread yielded and went on without
+-- it, so it ends once that callback returns.
+local function drain(self, w, next_due, premature)
+  local n = 0
+  while run_one(self, premature, next_due(self)) do
+    if w.waited then return end
     n = n + 1
-    if n % 32 == 0 and now() - since > self.slice then
-      if spawn_runner(self, true) then return n, true end
-      ngx.sleep(0.001)
-      since = now()
+    if n % 32 == 0 and now() - self.since > self.slice then
+      w.sliced = true
+      return
     end
   end
-  return n, false
 end
 
-local function runner(premature, self)
-  if premature then
-    self.runners = self.runners - 1
-    return
-  end
-  local runs = 0
-  while self.running and not ngx.worker.exiting() do
-    -- one protected call per drain: a timer closed behind the glue's back
-    -- (d.timer:close()) ends the runner quietly
-    local ok, n, handed = pcall(drain, self)
-    if not ok then self.running = false break end
-    if handed then return end
-    runs = runs + n
-    -- (a worker exiting posted only the runners idle then: one busy at that
-    -- moment looks again here, or it would wait runner_idle seconds more)
-    if not self.running or ngx.worker.exiting() then break end
-    if runs >= self.runner_runs and spawn_runner(self, true) then return end
-    self.idle = self.idle + 1
-    local ok = self.work:wait(self.runner_idle)
-    self.idle = self.idle - 1
-    if not ok and self.runners > self.min_runners then break end
-  end
-  self.runners = self.runners - 1
+local function take_due(self)
+  if self.running then return self.timer:take() end
 end
 
--- Start a runner; `handover`: it replaces the calling one (counted once).
-function spawn_runner(self, handover)
-  local ok, err = ngx.timer.at(0, runner, self)
-  if not ok then
-    if not self.spawn_failed then
-      self.spawn_failed = true
-      ngx.log(ngx.WARN, "hwtimer: cannot start a runner: ", tostring(err))
-    end
-    return false
-  end
-  if handover then
-    self.handovers = self.handovers + 1
-  else
-    self.runners = self.runners + 1
-  end
-  return true
-end
-
--- Timeouts are due: wake the idle runners, or add runners when every one is
--- inside a callback. The dispatcher runs only while all the others are
--- suspended, so a runner inside a callback now is one waiting on I/O (or
--- ngx.sleep): the pool grows fourfold, up to max_runners (a burst of I/O
--- callbacks reaches 64 runners in three of the dispatcher's 1 ms looks).
-local function feed(self)
-  if self.idle > 0 then
-    self.work:post(self.idle)
-  elseif self.inside >= self.runners then
-    for _ = 1, math.min(self.max_runners - self.runners, math.max(1, 3 * self.runners)) do
-      if not spawn_runner(self) then break end
+-- The body of a runner (a light thread). A timer closed behind the glue's
+-- back makes take raise: the glue stops quietly.
+local function runner(self, w, next_due, premature)
+  if not pcall(drain, self, w, next_due or take_due, premature) then self.running = false end
+  w.done = true
+  if w.waited then
+    self.waiting = self.waiting - 1
+    if self.slot_wanted then
+      self.slot_wanted = false
+      self.slot:post(1)
     end
   end
+end
+
+-- Run due callbacks in runners until none is due: a runner whose callback
+-- waits is left to it and the next one goes on. Returns how many runners
+-- started and true when the slice is used up. With max_runners callbacks
+-- waiting, wait for one to end.
+local function run_due(self, next_due, premature)
+  local spawn, reap = ngx.thread.spawn, ngx.thread.wait
+  local started = 0
+  self.since = now()
+  while self.running or premature do
+    while self.waiting >= self.max_runners do
+      self.slot_wanted = true
+      self.slot:wait(self.max_wait)
+      if not (self.running or premature) then return started, false end
+    end
+    local w = {}
+    local co = spawn(runner, self, w, next_due, premature)
+    started = started + 1
+    if w.done then
+      reap(co) -- it ended inside spawn: free it now, not at the context's end
+      return started, w.sliced
+    end
+    w.waited = true
+    self.waiting = self.waiting + 1
+    if self.waiting > self.peak then self.peak = self.waiting end
+    if now() - self.since > self.slice then return started, true end
+  end
+  return started, false
 end
 
 -- ---- the dispatcher ------------------------------------------------------------
 
--- Sleep until the wheel's next event, in whole milliseconds, at least one:
--- nginx's timers count milliseconds, and a 0 ms wait does not yield.
-local function wait_ms(self)
-  local wait = self.timer:timeout() -- also the planned wake-up the hook compares with
-  if wait == 0 then
-    feed(self)
-    return 0.001
+local dispatcher
+
+-- Hand over to a dispatcher in a fresh ngx.timer; true once it runs. nginx
+-- may accept the timer and still not run it (no free connection for its
+-- context: it logs an alert and drops it), so the fresh one says when it
+-- runs; one that has not within 0.1 s is disowned (the generation moves
+-- on, and it leaves if it runs later) and this one goes on.
+local function hand_over(self)
+  local gen = self.gen + 1
+  local ok, err = ngx.timer.at(0, dispatcher, self, gen)
+  if ok then
+    self.gen = gen
+    if self.took_over:wait(0.1) then
+      self.handovers = self.handovers + 1
+      return true
+    end
+    err = "it did not run within 0.1 s"
+    self.gen = gen + 1
   end
-  if wait == nil or wait > self.max_wait then wait = self.max_wait end
-  return math.max(1, math.ceil(wait * 1000)) / 1000
+  if not self.handover_failed then
+    self.handover_failed = true
+    ngx.log(ngx.WARN, "hwtimer: cannot hand over to a fresh dispatcher (this one goes on): ", tostring(err))
+  end
+  return false
 end
 
-local function dispatcher(premature, self)
-  if premature then return end -- the exit timer handles the worker's exit
+-- Seconds to sleep until the wheel's next event, in whole milliseconds, at
+-- least one (nginx's timers count milliseconds, and a 0 ms wait does not
+-- yield); 0 when timeouts are due. (+ 0.5: ngx.semaphore truncates
+-- seconds * 1000 to whole ms, and 0.05 * 1000 may be 49.99...)
+local function wait_ms(self)
+  local wait = self.timer:timeout() -- also the planned wake-up the hook compares with
+  if wait == 0 then return 0 end
+  if wait == nil or wait > self.max_wait then wait = self.max_wait end
+  return (math.max(1, ceil(wait * 1000)) + 0.5) / 1000
+end
+
+function dispatcher(premature, self, gen)
+  if premature or gen ~= self.gen then return end -- (the exit timer handles the worker's exit)
+  if gen > 0 then self.took_over:post(1) end
+  local runs = 0
   while self.running and not ngx.worker.exiting() do
     local ok, wait = pcall(wait_ms, self)
     if not ok then -- the timer was closed behind the glue's back: leave quietly
       self.running = false
-      if self.idle > 0 then self.work:post(self.idle) end
       break
     end
-    self.wake:wait(wait)
-    self.poked = false
+    if wait > 0 then
+      self.wake:wait(wait)
+    else
+      local started, sliced = run_due(self)
+      runs = runs + started
+      if (sliced or runs >= self.runner_runs) and self.running then
+        if hand_over(self) then return end
+        runs = 0
+      end
+    end
   end
 end
 
 -- ---- worker exit ---------------------------------------------------------------
 
--- Run the callbacks of timeouts that never ran, once, with the worker exiting.
+-- Run the callbacks of timeouts that never ran, once, with the worker exiting,
+-- in runners as at any time (one that waits holds back none of the others).
 local function run_premature(self, list)
-  local deadline, ran = ngx.now() + self.exit_time, 0
-  for i = 1, math.min(#list, self.exit_max) do
-    if ngx.now() >= deadline then break end
+  local deadline, i, last = ngx.now() + self.exit_time, 0, math.min(#list, self.exit_max)
+  local function next_due()
+    if i >= last then return nil end
+    if i % 64 == 0 then ngx.update_time() end
+    if ngx.now() >= deadline then return nil end
+    i = i + 1
     local t = list[i]
-    call(self, true, t, t:task())
-    ran = ran + 1
-    if ran % 64 == 0 then ngx.update_time() end
+    return t, t:task()
   end
-  if ran < #list then
-    ngx.log(ngx.WARN, "hwtimer: worker exiting: ", #list - ran,
+  self.slice = math.huge -- the exit timer has nothing to hand over to
+  run_due(self, next_due, true)
+  if i < #list then
+    ngx.log(ngx.WARN, "hwtimer: worker exiting: ", #list - i,
             " pending timeouts dropped (exit_max ", self.exit_max, ", exit_time ", self.exit_time, " s)")
   end
 end
@@ -240,7 +258,7 @@ local function on_exit(premature, self)
   if not self.running then return end
   self.running = false
   self.wake:post(1)
-  if self.idle > 0 then self.work:post(self.idle) end
+  self.slot:post(1)
   run_premature(self, self.timer:stop())
   -- Posted here, on the worker's way out, the wake-ups wait for nginx's next
   -- timer event: without one, the dispatcher's own (up to max_wait) would
@@ -251,8 +269,8 @@ end
 -- ---- the object --------------------------------------------------------------
 
 --- new([opts], [max_wait]): a timer for this worker, with its dispatcher and
--- runners. opts: hwtimer.new's, plus min_runners, max_runners, runner_idle,
--- runner_runs, slice, max_wait, exit_max, exit_time (see docs/hosts.md).
+-- runners. opts: hwtimer.new's, plus max_runners, runner_runs, slice,
+-- max_wait, exit_max, exit_time (see docs/hosts.md).
 function M.new(opts, max_wait)
   if opts ~= nil and type(opts) ~= "table" then
     check.argerror(1, "new", "table expected, got " .. check.type_name(opts), 2)
@@ -261,13 +279,16 @@ function M.new(opts, max_wait)
     check.argerror(2, "new", "positive number of seconds expected", 2)
   end
   local timer_opts, self = split_options(opts or {}, max_wait)
+  -- nginx's sleeps count whole milliseconds from a millisecond clock; a
+  -- wheel ticking at 1 ms would round every deadline up by as much again
+  if timer_opts.tick == nil then timer_opts.tick = 0.0001 end
   self.on_error = timer_opts.on_error or log_error
   timer_opts.on_error = self.on_error
   local timer, err = hwtimer.new(timer_opts)
   if not timer then return nil, err end
   self.timer, self.running = timer, true
-  self.wake, self.work = semaphore.new(), semaphore.new()
-  self.runners, self.idle, self.inside, self.handovers = 0, 0, 0, 0
+  self.wake, self.slot, self.took_over = semaphore.new(), semaphore.new(), semaphore.new()
+  self.waiting, self.peak, self.handovers, self.since, self.gen = 0, 0, 0, 0, 0
   self.handler = function(e)
     self.traceback = debug.traceback(driver.message(e), 2)
     return e
@@ -276,11 +297,8 @@ function M.new(opts, max_wait)
   timer:take_only()
   local wake = self.wake
   timer:wakeup(function() wake:post(1) end)
-  local ok, terr = ngx.timer.at(0, dispatcher, self)
+  local ok, terr = ngx.timer.at(0, dispatcher, self, 0)
   if ok then ok, terr = ngx.timer.at(365 * 86400, on_exit, self) end
-  for _ = 1, self.min_runners do
-    if ok then ok, terr = spawn_runner(self), "lua_max_pending_timers reached" end
-  end
   if not ok then
     self.running = false
     timer:close()
@@ -306,12 +324,15 @@ end
 NgxTimer.dispatch = host_runs("dispatch")
 NgxTimer.run = host_runs("run")
 
---- d:stats([since_last]): the timer's stats plus the runner pool's:
--- runners, runners_idle, runners_max, handovers.
+--- d:stats([since_last]): the timer's stats plus the runners': runners
+-- (callbacks waiting in theirs now), runners_peak (the most at once, since
+-- the last stats(true)), runners_max (math.huge: no bound), handovers
+-- (fresh dispatchers started).
 function NgxTimer:stats(since_last)
   local s = self.timer:stats(since_last)
-  s.runners, s.runners_idle, s.runners_max, s.handovers =
-    self.runners, self.idle, self.max_runners, self.handovers
+  s.runners, s.runners_peak, s.runners_max, s.handovers =
+    self.waiting, self.peak, self.max_runners, self.handovers
+  if since_last then self.peak = self.waiting end
   return s
 end
 
@@ -320,7 +341,7 @@ function NgxTimer:stop()
   if not self.running then return self.timer:stop() end
   self.running = false
   self.wake:post(1)
-  if self.idle > 0 then self.work:post(self.idle) end
+  self.slot:post(1)
   return self.timer:stop()
 end
 
@@ -331,7 +352,7 @@ end
 
 function NgxTimer:__tostring()
   return ("hwtimer.ngx (%s, %d pending, %d runners)"):format(
-    self.running and "running" or "stopped", self.timer:pending(), self.runners)
+    self.running and "running" or "stopped", self.timer:pending(), self.waiting)
 end
 
 return M

@@ -65,7 +65,7 @@ http {
       content_by_lua_block {
         local new = require("hwtimer.ngx").new
         local cases = {
-          { { max_runners = -1 } }, { { min_runners = 4, max_runners = 2 } }, { "x" },
+          { { max_runners = -1 } }, { { max_runners = 2.5 } }, { "x" },
           { nil, 0 }, { { slice = 0 / 0 } }, { { ticks = 1 } },
         }
         for _, c in ipairs(cases) do
@@ -176,8 +176,8 @@ describe("OpenResty: hwtimer.ngx in a real nginx", function()
     local status, body = get(port, "/options")
     assert.equal(200, status, body)
     assert.equal(table.concat({
-      "bad argument #1 to 'new' (option 'max_runners': non-negative number expected)",
-      "bad argument #1 to 'new' (option 'max_runners': at least 1 and min_runners expected)",
+      "bad argument #1 to 'new' (option 'max_runners': positive integer expected)",
+      "bad argument #1 to 'new' (option 'max_runners': positive integer expected)",
       "bad argument #1 to 'new' (table expected, got string)",
       "bad argument #2 to 'new' (positive number of seconds expected)",
       "bad argument #1 to 'new' (option 'slice': non-negative number expected)",

@@ -121,13 +121,16 @@ return {
     from = "next_due, next_attempt = due, attempt - 1", to = "next_due, next_attempt = due, attempt" },
 
   -- ---- nginx (LuaJIT, a real nginx) ----
-  { name = "nginx glue: a runner busy at a worker's exit waits runner_idle before leaving",
-    file = "lua/hwtimer/ngx.lua", lua = "jit", specs = { "spec/durable/05-nginx_orders_spec.lua" },
-    from = "    if not self.running or ngx.worker.exiting() then break end\n", to = "" },
+  { name = "nginx glue: a callback that waits holds back the callbacks due after it",
+    file = "lua/hwtimer/ngx.lua", lua = "jit", specs = { "spec/hosts/05-ngx_punctual_spec.lua" },
+    from = "    w.waited = true\n", to = "    reap(co)\n    w.waited = true\n" },
+  { name = "nginx glue: max_runners bounds nothing",
+    file = "lua/hwtimer/ngx.lua", lua = "jit", specs = { "spec/hosts/04-ngx_io_spec.lua" },
+    from = "    while self.waiting >= self.max_runners do\n", to = "    while false do\n" },
   { name = "nginx glue: the callbacks still pending at worker exit never run",
     file = "lua/hwtimer/ngx.lua", lua = "jit", specs = { "spec/hosts/04-ngx_io_spec.lua" },
     from = "  run_premature(self, self.timer:stop())", to = "  self.timer:stop()" },
   { name = "nginx glue: a callback's error is not counted",
     file = "lua/hwtimer/ngx.lua", lua = "jit", specs = { "spec/hosts/03-openresty_spec.lua", "spec/hosts/04-ngx_io_spec.lua" },
-    from = "  self.timer:done(t, ok)", to = "  self.timer:done(t, true)" },
+    from = "then self.timer:done(t, ok) end", to = "then self.timer:done(t, true) end" },
 }

@@ -1,0 +1,168 @@
+-- hwtimer.ngx keeps callbacks that do not wait on time while others wait on
+-- I/O, beside ngx.timer.at in the same run (issue 21). One request
+-- schedules `io` callbacks due over 10-59 ms, each an HTTP round trip
+-- through a cosocket to an upstream nginx that answers after `hold`
+-- seconds, and 1,000 due at `at` seconds that only note how late they ran:
+-- after the burst's connects, while every round trip waits. The 1,000's p99
+-- lateness must stay within 1 ms of ngx.timer.at's, on a fresh worker's
+-- first burst and on the next, with hwtimer.ngx's default options.
+-- (bench/ngx.lua measures the case where the 1,000 are due amid the
+-- connects, where nginx's event loop is the bound for both.) Runs in the
+-- LuaJIT spec run.
+local N = require("spec.nginx")
+local socket = require("socket")
+
+local CONF = [[
+@HEAD@
+worker_rlimit_nofile @NOFILE@;
+events { worker_connections 30000; }
+http {
+  access_log off;
+  lua_package_path "@LPATH@;;";
+  lua_package_cpath "@CPATH@;;";
+  lua_max_pending_timers 65536;
+  lua_max_running_timers 32768;
+  init_worker_by_lua_block {
+    package.loaded.timer = assert(require("hwtimer.ngx").new(@OPTS@))
+    package.loaded.st = {}
+  }
+  server {
+    listen 127.0.0.1:@PORT@ backlog=16384;
+    location = /ping { return 200 "up"; }
+    location = /burst {   # a burst of `io` cosocket callbacks and `count` that note their lateness
+      content_by_lua_block {
+        local now = require("hwtimer").now
+        local n_io, n_count, sys = tonumber(ngx.var.arg_io), tonumber(ngx.var.arg_count), ngx.var.arg_sys
+        local hold, count_at = ngx.var.arg_hold, tonumber(ngx.var.arg_at)
+        local st = { late = {}, io_ok = 0, io_err = 0, blocked = 0 }
+        package.loaded.st = st
+        local function trip()
+          local sock = ngx.socket.tcp()
+          sock:settimeout(20000)
+          local ok, err = sock:connect("127.0.0.1", @PONG@)
+          if ok then ok, err = sock:send("GET /pong?hold=" .. hold .. " HTTP/1.0\r\nHost: x\r\n\r\n") end
+          local body = ok and sock:receive("*a")
+          sock:close()
+          if body and body:find("pong", 1, true) then st.io_ok = st.io_ok + 1
+          else st.io_err = st.io_err + 1 st.why = err end
+        end
+        local late = st.late
+        local function at(delay, cb)
+          if sys == "hwtimer" then
+            return package.loaded.timer:schedule(delay, cb)
+          end
+          return ngx.timer.at(delay, cb)
+        end
+        -- the 1,000 first, on a fresh clock: ngx.timer.at counts from nginx's
+        -- cached time, which the loop below leaves behind
+        ngx.update_time()
+        for _ = 1, n_count do
+          local due = now() + count_at
+          -- early counts as on time: ngx.timer.at counts from a millisecond
+          -- clock, and runs up to 1 ms before `due` (hwtimer never does)
+          assert(at(count_at, function() late[#late + 1] = math.max(0, now() - due) end))
+        end
+        for i = 1, n_io do
+          assert(at(0.01 + (i % 50) * 0.001, trip))
+        end
+        ngx.say("ok")
+      }
+    }
+    location = /result {
+      content_by_lua_block {
+        local st = package.loaded.st
+        local late = st.late
+        table.sort(late)
+        local function q(p) return late[math.max(1, math.ceil(#late * p))] or -1 end
+        ngx.say(("%d %d %d %.6f %.6f"):format(#late, st.io_ok, st.io_err, q(0.5), q(0.99)))
+      }
+    }
+  }
+}
+]]
+
+-- One burst on the nginx at `port`; returns the 1,000's p50 and p99
+-- lateness in seconds, once every callback has run.
+-- The upstream: an nginx of its own, so that neither process needs a
+-- descriptor for both ends of 10,000 connections.
+local UPSTREAM = [[
+@HEAD@
+worker_rlimit_nofile @NOFILE@;
+events { worker_connections 30000; }
+http {
+  access_log off;
+  server {
+    listen 127.0.0.1:@PORT@ backlog=16384;
+    location = /pong { content_by_lua_block { ngx.sleep(tonumber(ngx.var.arg_hold)) ngx.print("pong") } }
+  }
+}
+]]
+
+local function burst(port, sys, n_io, n_count, hold, at)
+  local status, body = N.get(port, ("/burst?sys=%s&io=%d&count=%d&hold=%g&at=%g"):format(sys, n_io, n_count, hold, at), 30)
+  assert.equal(200, status, body)
+  local r
+  for _ = 1, 600 do
+    socket.sleep(0.05)
+    r = N.numbers(select(2, N.get(port, "/result")))
+    if r[1] == n_count and r[2] + r[3] == n_io then break end
+  end
+  assert.equal(n_count, r[1])
+  assert.equal(n_io, r[2])    -- every round trip succeeded
+  return r[4], r[5]
+end
+
+-- Two bursts on a fresh nginx for `sys`: the p99 of each.
+local function two_bursts(sys, n_io, hold, at, opts)
+  local port, pong = N.free_port(), N.free_port()
+  local upstream = N.start(N.config(UPSTREAM, { PORT = pong, NOFILE = N.nofile() }))
+  local server = N.start(N.config(CONF, { PORT = port, PONG = pong, NOFILE = N.nofile(), OPTS = opts or "" }))
+  local ok, a, b = pcall(function()
+    assert(N.wait_listening(pong, "/pong"), upstream.log())
+    assert(N.wait_listening(port, "/ping"), server.log())
+    local _, first = burst(port, sys, n_io, 1000, hold, at)
+    local _, second = burst(port, sys, n_io, 1000, hold, at)
+    local log = server.log()
+    assert.is_nil(log:find("[error]", 1, true), log)
+    assert.is_nil(log:find("[alert]", 1, true), log)
+    return first, second
+  end)
+  server.stop()
+  upstream.stop()
+  if not ok then error(a, 0) end
+  return a, b
+end
+
+local function ms(s) return ("%.1f ms"):format(s * 1000) end
+
+describe("OpenResty: callbacks that do not wait stay on time amid I/O (hwtimer.ngx)", function()
+  if not N.ready then
+    it("needs LuaJIT, nginx and its Lua module", function()
+      pending("runs in the LuaJIT spec run with Debian's nginx and libnginx-mod-http-lua")
+    end)
+    return
+  end
+
+  -- io callbacks, the upstream's hold, when the 1,000 are due (seconds)
+  for _, case in ipairs({ { 2000, 0.3, 0.15 }, { 10000, 1.0, 0.6 } }) do
+    local n_io, hold, at = case[1], case[2], case[3]
+    it(("keeps 1,000 counting callbacks within 1 ms of ngx.timer.at's p99 while %d wait on cosockets"):format(n_io),
+    function()
+      -- A neighbour on this shared machine can hold up one burst by a few
+      -- ms; a runner that holds back callbacks behind waiting ones holds
+      -- them `hold` seconds, every time. So a case that misses runs again
+      -- once, and fails when it misses twice.
+      local miss
+      for _ = 1, 2 do
+        local h1, h2 = two_bursts("hwtimer", n_io, hold, at)
+        local t1, t2 = two_bursts("ngx", n_io, hold, at)
+        print(("\n  %d waiting on cosockets: p99 lateness of 1,000, first burst / next: hwtimer.ngx %s / %s, ngx.timer.at %s / %s")
+          :format(n_io, ms(h1), ms(h2), ms(t1), ms(t2)))
+        miss = h1 > t1 + 0.001 and ("first burst: hwtimer.ngx %s, ngx.timer.at %s"):format(ms(h1), ms(t1))
+          or h2 > t2 + 0.001 and ("next burst: hwtimer.ngx %s, ngx.timer.at %s"):format(ms(h2), ms(t2))
+        if not miss then break end
+      end
+      assert.is_false(miss)
+    end)
+  end
+end)
