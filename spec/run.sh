@@ -39,6 +39,10 @@ stop_servers() {
   done < "$HWT_SPEC_SERVERS"
 }
 
+# Specs open thousands of sockets at once (callbacks that wait each hold
+# one): the soft limit on descriptors goes up to the hard one.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
 failed=()
 for f in "${files[@]}"; do
   start=$SECONDS
