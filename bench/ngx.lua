@@ -1,10 +1,17 @@
 -- bench/ngx.lua: hwtimer.ngx against ngx.timer.at in one real nginx (one
 -- worker, Debian's nginx + libnginx-mod-http-lua, LuaJIT), each figure the
 -- median of RUNS runs:
---   W6a  callbacks per second, n timeouts due at one instant, callbacks that
---        do not yield (they count);
+--   W6a  callbacks per second, n timeouts due at one instant `ahead` seconds
+--        after the scheduling loop starts (0.2 s, and 10 ms: due before the
+--        loop ends), callbacks that do not yield (they count); measured from
+--        the moment the last timeout is both due and scheduled (or the first
+--        callback, if sooner) to the last callback, so that the figure does
+--        not swing with how long the scheduling loop took;
 --   W6b  callbacks per second, each one HTTP round trip through a cosocket to
---        a loopback server in the same nginx;
+--        a loopback server in the same nginx, measured the same way;
+--   W6d  p99 lateness of 1,000 counting callbacks due in 50 ms amid 2,000
+--        due over 10-59 ms that each make such a round trip (issue 21's
+--        case), on a fresh worker's first burst and on the next;
 --   W6c  the worker's RSS growth with 10^6 timeouts pending far ahead, and how
 --        many ngx.timer.at could hold (lua_max_pending_timers set to 2^20).
 -- usage (make bench runs it): lua5.4 bench/ngx.lua [runs] [scale]
@@ -31,8 +38,8 @@ http {
   lua_max_pending_timers 1048576;
   lua_max_running_timers 4096;
   init_worker_by_lua_block {
-    package.loaded.timer = assert(require("hwtimer.ngx").new({ tick = 0.001, max_runners = 256 }))
-    package.loaded.st = { n = 0, first = 0, last = 0 }
+    package.loaded.timer = assert(require("hwtimer.ngx").new())
+    package.loaded.st = { n = 0, first = 0, last = 0, start = 0 }
   }
   server {
     listen 127.0.0.1:@PONG@;
@@ -41,10 +48,11 @@ http {
   server {
     listen 127.0.0.1:@PORT@;
     location = /ping { return 200 "up"; }
-    location = /run {   # n callbacks due in 0.2 s through `sys`, doing `work`
+    location = /run {   # n callbacks through `sys`, all due `ahead` s after the loop starts, doing `work`
       content_by_lua_block {
         local now = require("hwtimer").now
         local st, n, sys, work = package.loaded.st, tonumber(ngx.var.arg_n), ngx.var.arg_sys, ngx.var.arg_work
+        local ahead = tonumber(ngx.var.arg_ahead)
         st.n, st.first, st.last, st.failed = 0, 0, 0, 0
         local function count()
           if st.n == 0 then st.first = now() end
@@ -62,17 +70,58 @@ http {
           count()
         end
         local cb = work == "io" and trip or count
+        ngx.update_time()
+        local due = now() + ahead
         if sys == "hwtimer" then
           local timer = package.loaded.timer
-          for _ = 1, n do timer:schedule(0.2, cb) end
+          for _ = 1, n do timer:schedule(math.max(0, due - now()), cb) end
         else
+          -- nginx counts every delay from its cached time, which stays put
+          -- through this loop: the same delay is the same instant for all
           local at = ngx.timer.at
           for _ = 1, n do
-            local ok, err = at(0.2, cb)
+            local ok, err = at(ahead, cb)
             if not ok then ngx.say("refused: ", err) return end
           end
         end
+        st.start = math.max(now(), due)
         ngx.say("ok")
+      }
+    }
+    location = /burst {   # W6d: 2,000 round trips due over 10-59 ms, 1,000 counting due in 50 ms
+      content_by_lua_block {
+        local now = require("hwtimer").now
+        local sys = ngx.var.arg_sys
+        local st = { late = {}, io = 0 }
+        package.loaded.burst = st
+        local function at(delay, cb)
+          if sys == "hwtimer" then return package.loaded.timer:schedule(delay, cb) end
+          return ngx.timer.at(delay, cb)
+        end
+        local function trip()
+          local sock = ngx.socket.tcp()
+          sock:settimeout(10000)
+          local ok = sock:connect("127.0.0.1", @PONG@)
+          if ok then ok = sock:send("GET /pong HTTP/1.0\r\nHost: x\r\n\r\n") end
+          if ok then ok = sock:receive("*a") end
+          sock:close()
+          st.io = st.io + 1
+        end
+        ngx.update_time()
+        for _ = 1, 1000 do
+          local due = now() + 0.05
+          -- early counts as on time: ngx.timer.at may run up to 1 ms early
+          assert(at(0.05, function() st.late[#st.late + 1] = math.max(0, now() - due) end))
+        end
+        for i = 1, 2000 do assert(at(0.01 + (i % 50) * 0.001, trip)) end
+        ngx.say("ok")
+      }
+    }
+    location = /burst_result {
+      content_by_lua_block {
+        local st = package.loaded.burst
+        table.sort(st.late)
+        ngx.say(("%d %d %.6f"):format(#st.late, st.io, st.late[math.max(1, math.ceil(#st.late * 0.99))] or -1))
       }
     }
     location = /park {   # n timeouts an hour ahead
@@ -95,7 +144,7 @@ http {
     location = /result {
       content_by_lua_block {
         local st = package.loaded.st
-        ngx.say(st.n, " ", st.last - st.first, " ", st.failed)
+        ngx.say(("%d %.6f %d"):format(st.n, st.last - math.min(st.start, st.first), st.failed))
       }
     }
   }
@@ -126,9 +175,9 @@ local function with_nginx(f)
   return a, b
 end
 
-local function rate(sys, work, n)
+local function rate(sys, work, n, ahead)
   local r = with_nginx(function(port)
-    local status, body = N.get(port, ("/run?n=%d&sys=%s&work=%s"):format(n, sys, work), 60)
+    local status, body = N.get(port, ("/run?n=%d&sys=%s&work=%s&ahead=%g"):format(n, sys, work, ahead), 60)
     assert(status == 200 and body == "ok\n", body)
     local got
     for _ = 1, 600 do
@@ -142,17 +191,37 @@ local function rate(sys, work, n)
   return n / r[2]
 end
 
+-- W6d: the p99 lateness of the 1,000 on a fresh worker's first burst and on the next.
+local function bursts(sys)
+  return with_nginx(function(port)
+    local p = {}
+    for i = 1, 2 do
+      assert(select(2, N.get(port, "/burst?sys=" .. sys, 30)) == "ok\n")
+      local r
+      for _ = 1, 600 do
+        socket.sleep(0.05)
+        r = N.numbers(select(2, N.get(port, "/burst_result")))
+        if r[1] == 1000 and r[2] == 2000 then break end
+      end
+      assert(r[1] == 1000 and r[2] == 2000, sys .. ": the burst did not finish")
+      p[i] = r[3]
+    end
+    return p
+  end)
+end
+
 local function parked(sys, n)
   return with_nginx(function(port, ngx_)
     local pid = ngx_.worker_pids()[1]
     local before = rss_kb(pid)
     local held = 0
     local chunk = math.min(n, 100000)
-    for _ = 1, math.ceil(n / chunk) do
-      local _, body = N.get(port, ("/park?n=%d&sys=%s"):format(chunk, sys), 120)
+    while held < n do
+      local want = math.min(chunk, n - held)
+      local _, body = N.get(port, ("/park?n=%d&sys=%s"):format(want, sys), 120)
       local got = tonumber(body)
       held = held + got
-      if got < chunk then break end
+      if got < want then break end
     end
     return held, (rss_kb(pid) - before) / 1024
   end)
@@ -189,11 +258,27 @@ end
 
 local n_fast, n_io, n_park = math.floor(200000 * SCALE), math.floor(2000 * SCALE), math.floor(1000000 * SCALE)
 report("hwtimer.ngx bench: medians of %d runs, scale %g, %s", RUNS, SCALE, os.date("!%Y-%m-%d %H:%M UTC"))
-for _, w in ipairs({ { "W6a", "count", n_fast }, { "W6b", "io", n_io } }) do
-  local h, hr, t, tr = measure2(function() return rate("hwtimer", w[2], w[3]) end,
-                                function() return rate("ngx", w[2], w[3]) end)
-  report("%s %-5s callbacks/s, %d due at once: hwtimer.ngx %.3gM (runs %s), ngx.timer.at %.3gM (runs %s), ratio %.2fx",
-    w[1], w[2], w[3], h / 1e6, millions(hr), t / 1e6, millions(tr), h / t)
+for _, w in ipairs({ { "W6a", "count", n_fast, 0.2 }, { "W6a", "count", n_fast, 0.01 },
+                     { "W6b", "io", n_io, 0.2 }, { "W6b", "io", math.floor(n_io / 4), 0.2 } }) do
+  local h, hr, t, tr = measure2(function() return rate("hwtimer", w[2], w[3], w[4]) end,
+                                function() return rate("ngx", w[2], w[3], w[4]) end)
+  report("%s %-5s callbacks/s, %d due at once %g s ahead: hwtimer.ngx %.3gM (runs %s), ngx.timer.at %.3gM (runs %s), ratio %.2fx",
+    w[1], w[2], w[3], w[4], h / 1e6, millions(hr), t / 1e6, millions(tr), h / t)
+end
+do
+  local h1, h2, t1, t2 = {}, {}, {}, {}
+  for i = 1, RUNS do
+    local h, t = bursts("hwtimer"), bursts("ngx")
+    h1[i], h2[i], t1[i], t2[i] = h[1], h[2], t[1], t[2]
+  end
+  local function ms(list)
+    local out = {}
+    for i, v in ipairs(list) do out[i] = ("%.1f"):format(v * 1000) end
+    return table.concat(out, " ")
+  end
+  report("W6d p99 lateness of 1,000 counting amid 2,000 cosocket round trips, first burst / next (ms): " ..
+    "hwtimer.ngx %.1f / %.1f (runs %s / %s), ngx.timer.at %.1f / %.1f (runs %s / %s)",
+    median(h1) * 1000, median(h2) * 1000, ms(h1), ms(h2), median(t1) * 1000, median(t2) * 1000, ms(t1), ms(t2))
 end
 local hh, hg = parked("hwtimer", n_park)
 local th, tg = parked("ngx", n_park)
