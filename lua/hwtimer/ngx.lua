@@ -1,7 +1,7 @@
 --- hwtimer.ngx: hwtimer inside an nginx worker (OpenResty, ngx_http_lua).
 --
 --   init_worker_by_lua_block {
---     package.loaded.timer = assert(require("hwtimer.ngx").new({ tick = 0.001 }))
+--     package.loaded.timer = assert(require("hwtimer.ngx").new())
 --   }
 --   -- any handler of that worker:
 --   local t = package.loaded.timer:schedule(0.5, function(t, id)
