@@ -40,6 +40,15 @@ http {
   init_worker_by_lua_block {
     package.loaded.timer = assert(require("hwtimer.ngx").new())
     package.loaded.st = { n = 0, first = 0, last = 0, start = 0 }
+    package.loaded.round_trip = function()   -- one HTTP round trip to /pong; true if answered
+      local sock = ngx.socket.tcp()
+      sock:settimeout(10000)
+      local ok = sock:connect("127.0.0.1", @PONG@)
+      if ok then ok = sock:send("GET /pong HTTP/1.0\r\nHost: x\r\n\r\n") end
+      if ok then ok = sock:receive("*a") end
+      sock:close()
+      return ok
+    end
   }
   server {
     listen 127.0.0.1:@PONG@ backlog=4096;   # 2,000 connect at once: none dropped
@@ -59,14 +68,9 @@ http {
           st.n = st.n + 1
           st.last = now()
         end
+        local round_trip = package.loaded.round_trip
         local function trip()
-          local sock = ngx.socket.tcp()
-          sock:settimeout(10000)
-          local ok = sock:connect("127.0.0.1", @PONG@)
-          if ok then ok = sock:send("GET /pong HTTP/1.0\r\nHost: x\r\n\r\n") end
-          if ok then ok = sock:receive("*a") end
-          sock:close()
-          if not ok then st.failed = st.failed + 1 end
+          if not round_trip() then st.failed = st.failed + 1 end
           count()
         end
         local cb = work == "io" and trip or count
@@ -98,13 +102,9 @@ http {
           if sys == "hwtimer" then return package.loaded.timer:schedule(delay, cb) end
           return ngx.timer.at(delay, cb)
         end
+        local round_trip = package.loaded.round_trip
         local function trip()
-          local sock = ngx.socket.tcp()
-          sock:settimeout(10000)
-          local ok = sock:connect("127.0.0.1", @PONG@)
-          if ok then ok = sock:send("GET /pong HTTP/1.0\r\nHost: x\r\n\r\n") end
-          if ok then ok = sock:receive("*a") end
-          sock:close()
+          round_trip()
           st.io = st.io + 1
         end
         ngx.update_time()
