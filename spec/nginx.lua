@@ -23,6 +23,16 @@ N.exists = exists
 N.ready = rawget(_G, "jit") and N.cpath and N.lpath and exists(N.nginx) and exists(N.lua_module)
   and true or false
 
+--- In a describe block, given busted's pending (it lives in the spec
+-- file's environment): true, with a pending test saying why, when this run
+-- cannot start nginx (the specs that need it run in the LuaJIT run).
+function N.skip_unless_ready(pending)
+  if N.ready then return false end
+  pending("needs LuaJIT, nginx and its Lua module: runs in the LuaJIT spec run with Debian's nginx " ..
+          "and libnginx-mod-http-lua")
+  return true
+end
+
 --- A process that exited is not alive, even while it waits as a zombie for
 -- its parent (here PID 1, which may reap late) to collect it.
 function N.alive(pid)

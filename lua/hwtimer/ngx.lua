@@ -44,6 +44,7 @@ local hwtimer = require("hwtimer")
 local check = require("hwtimer.check")
 local driver = require("hwtimer.runner")
 local semaphore = require("ngx.semaphore")
+local spawn, reap = ngx.thread.spawn, ngx.thread.wait
 
 local now = hwtimer.now
 local ceil = math.ceil
@@ -142,7 +143,6 @@ end
 -- started and true when the slice is used up. With max_runners callbacks
 -- waiting, wait for one to end.
 local function run_due(self, next_due, premature)
-  local spawn, reap = ngx.thread.spawn, ngx.thread.wait
   local started = 0
   self.since = now()
   while self.running or premature do

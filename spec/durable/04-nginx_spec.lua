@@ -194,12 +194,7 @@ describe("OpenResty: durable jobs in nginx with four workers on " .. engine.name
     end)
     return
   end
-  if not N.ready then
-    it("needs LuaJIT, nginx and its Lua module", function()
-      pending("runs in the LuaJIT spec run with Debian's nginx and libnginx-mod-http-lua")
-    end)
-    return
-  end
+  if N.skip_unless_ready(pending) then return end
   if not pcall(require, "hwtimer.sqlite") then
     it("needs hwtimer.sqlite", function() pending("hwtimer.sqlite not built: install libsqlite3-dev") end)
     return

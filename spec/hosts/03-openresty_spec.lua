@@ -119,12 +119,7 @@ local function get(port, path)
 end
 
 describe("OpenResty: hwtimer.ngx in a real nginx", function()
-  if not N.ready then
-    it("needs LuaJIT, nginx and its Lua module", function()
-      pending("runs in the LuaJIT spec run with Debian's nginx and libnginx-mod-http-lua")
-    end)
-    return
-  end
+  if N.skip_unless_ready(pending) then return end
 
   local server, port
 

@@ -254,12 +254,7 @@ local function p99(list)
 end
 
 describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
-  if not N.ready then
-    it("needs LuaJIT, nginx and its Lua module", function()
-      pending("runs in the LuaJIT spec run with Debian's nginx and libnginx-mod-http-lua")
-    end)
-    return
-  end
+  if N.skip_unless_ready(pending) then return end
 
   local ngx_, redis, port
 
