@@ -28,11 +28,15 @@
 #define hwt_setenv_(L, idx) lua_setuservalue((L), (idx))
 #endif
 
+/* With nuv == 0 no table is made: a timeout's handle has no uservalues, and
+ * a table per schedule would double what the collector sees of it. */
 static inline void *hwt_newuserdata(lua_State *L, size_t size, int nuv)
 {
 	void *p = lua_newuserdata(L, size);
-	lua_createtable(L, nuv, 0);
-	hwt_setenv_(L, -2);
+	if (nuv > 0) {
+		lua_createtable(L, nuv, 0);
+		hwt_setenv_(L, -2);
+	}
 	return p;
 }
 

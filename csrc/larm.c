@@ -151,21 +151,33 @@ static int64_t jitter_ns(struct timer *T, const struct period *p)
 	return (int64_t)(u * p->jitter * (double)p->interval);
 }
 
-/* New handle (left on top) for a callback at 3 with nargs arguments after it;
- * `p` is NULL for a one-shot timeout. */
-static struct hwt_node *new_timeout(lua_State *L, const struct period *p, int nargs)
+/* New handle (left on top): a node and nothing else. `p` is NULL for a
+ * one-shot timeout. */
+static struct hwt_node *new_handle(lua_State *L, const struct period *p, int nargs)
 {
-	int periodic = p != NULL, h, i;
-	struct hwt_node *n = hwt_newuserdata(L, sizeof *n, 1 + periodic + nargs);
-	h = lua_gettop(L);
+	struct hwt_node *n = hwt_newuserdata(L, sizeof *n, 0);
 	hwt_node_init(n);
-	n->owner_flags = (uint8_t)(PENDING | (periodic ? PERIODIC : 0) | (p && p->advanced ? ADVANCED : 0));
+	n->owner_flags = (uint8_t)(PENDING | (p ? PERIODIC : 0) | (p && p->advanced ? ADVANCED : 0));
 	NARGS(n) = (uint8_t)nargs;
+	return n;
+}
+
+/* Push the task of a new timeout (lbase.h): the callback at 3 itself, or a
+ * table {callback, [period], the nargs arguments from 4 on}. */
+static void push_new_task(lua_State *L, const struct period *p, int nargs)
+{
+	int periodic = p != NULL, t, i;
+	if (!periodic && nargs == 0) {
+		lua_pushvalue(L, 3);
+		return;
+	}
+	lua_createtable(L, 1 + periodic + nargs, 0);
+	t = lua_gettop(L);
 	lua_pushvalue(L, 3);
-	hwt_setuv(L, h, USERVAL_CALLBACK);
+	lua_rawseti(L, t, TASK_CALLBACK);
 	if (periodic && !p->advanced) {
 		lua_pushnumber(L, (lua_Number)p->interval);
-		hwt_setuv(L, h, USERVAL_CALLBACK + 1);
+		lua_rawseti(L, t, TASK_PERIOD);
 	} else if (periodic) {
 		lua_createtable(L, 0, 4);
 		lua_pushnumber(L, (lua_Number)p->interval);
@@ -174,44 +186,44 @@ static struct hwt_node *new_timeout(lua_State *L, const struct period *p, int na
 		lua_setfield(L, -2, "rate");
 		lua_pushnumber(L, p->jitter);
 		lua_setfield(L, -2, "jitter");
-		hwt_setuv(L, h, USERVAL_CALLBACK + 1);
+		lua_rawseti(L, t, TASK_PERIOD);
 	}
 	for (i = 0; i < nargs; i++) {
 		lua_pushvalue(L, 4 + i);
-		hwt_setuv(L, h, USERVAL_CALLBACK + 1 + periodic + i);
+		lua_rawseti(L, t, TASK_PERIOD + periodic + i);
 	}
-	return n;
 }
 
-/* Store `nominal` as the start of the current period of the advanced
- * periodic timeout at h. */
-static void set_nominal(lua_State *L, int h, int64_t nominal)
+/* Store `nominal` as the start of the current period of an advanced periodic
+ * timeout whose task table is at `task`. */
+static void set_nominal(lua_State *L, int task, int64_t nominal)
 {
-	hwt_getuv(L, h, USERVAL_CALLBACK + 1);
+	lua_rawgeti(L, task, TASK_PERIOD);
 	lua_pushnumber(L, (lua_Number)nominal);
 	lua_setfield(L, -2, "nominal");
 	lua_pop(L, 1);
 }
 
-/* Arm an advanced periodic timeout (handle at h) for the period starting at
- * `nominal` ns, storing that start in its schedule table. */
-static void arm_period(lua_State *L, struct timer *T, int h, struct hwt_node *n, int64_t now,
+/* Arm an advanced periodic timeout (task table at `task`) for the period
+ * starting at `nominal` ns, storing that start in its schedule table. */
+static void arm_period(lua_State *L, struct timer *T, int task, struct hwt_node *n, int64_t now,
 		       int64_t nominal, const struct period *p)
 {
-	set_nominal(L, h, nominal);
+	set_nominal(L, task, nominal);
 	arm_at(T, n, now, nominal + jitter_ns(T, p));
 }
 
-/* Arm the first run of the periodic timeout at h (`p` as every was given). */
-static void arm_first(lua_State *L, struct timer *T, int h, struct hwt_node *n, int64_t now,
+/* Arm the first run of the periodic timeout whose task table is at `task`
+ * (`p` as every was given). */
+static void arm_first(lua_State *L, struct timer *T, int task, struct hwt_node *n, int64_t now,
 		      const struct period *p)
 {
 	if (!p->advanced) {
 		arm(T, n, now, p->interval);
 	} else if (!p->has_first) {
-		arm_period(L, T, h, n, now, now + p->interval, p);
+		arm_period(L, T, task, n, now, now + p->interval, p);
 	} else { /* exactly `first` from now, no jitter; later periods count from there */
-		set_nominal(L, h, now + p->first);
+		set_nominal(L, task, now + p->first);
 		arm(T, n, now, p->first);
 	}
 }
@@ -241,16 +253,17 @@ void lhwt_next_period(lua_State *L, struct timer *T, int mt, struct hwt_node *n,
 {
 	int64_t next;
 	struct period p;
-	int h;
+	int task;
 	count_armed(T);
-	lua_rawgeti(L, mt, (lua_Integer)PIN(n));
-	h = lua_gettop(L);
-	hwt_getuv(L, h, USERVAL_CALLBACK + 1);
+	lua_rawgeti(L, mt, TASK_AT(n));
+	task = lua_gettop(L);
 	if (!(n->owner_flags & ADVANCED)) {
+		lua_rawgeti(L, task, TASK_PERIOD);
 		arm(T, n, now, (int64_t)lua_tonumber(L, -1));
-		lua_settop(L, h - 1);
+		lua_settop(L, task - 1);
 		return;
 	}
+	lua_rawgeti(L, task, TASK_PERIOD);
 	next = lhwt_read_period(L, &p);
 	if (p.rate) {
 		next += p.interval;
@@ -263,8 +276,8 @@ void lhwt_next_period(lua_State *L, struct timer *T, int mt, struct hwt_node *n,
 	} else {
 		next = now + p.interval;
 	}
-	arm_period(L, T, h, n, now, next, &p);
-	lua_settop(L, h - 1);
+	arm_period(L, T, task, n, now, next, &p);
+	lua_settop(L, task - 1);
 }
 
 /* ---- schedule, every ----------------------------------------------------------- */
@@ -298,35 +311,67 @@ int lhwt_schedule(lua_State *L, int periodic)
 		return luaL_error(L, "bad argument to 'schedule' (at most %d callback arguments)", MAX_ARGS);
 	if ((refused = lhwt_refuse_over_cap(L, T)) != 0)
 		return refused;
-	n = new_timeout(L, periodic ? &p : NULL, nargs);
+	n = new_handle(L, periodic ? &p : NULL, nargs);
 	h = lua_gettop(L);
-	hwt_getuv(L, 1, USERVAL_HANDLE_MT);
+	hwt_getuv(L, 1, USERVAL_HANDLE_MT); /* at h + 1 */
 	lhwt_pin(L, T, h + 1, h, n);
+	push_new_task(L, periodic ? &p : NULL, nargs); /* at h + 2 */
+	lua_pushvalue(L, h + 2);
+	lua_rawseti(L, h + 1, TASK_AT(n));
+	lua_pushvalue(L, h + 1);
 	lua_setmetatable(L, h);
 	T->pending++;
 	count_armed(T);
 	if (periodic)
-		arm_first(L, T, h, n, now, &p);
+		arm_first(L, T, h + 2, n, now, &p);
 	else
 		arm(T, n, now, delay);
 	if (T->wake)
 		lhwt_wake_host(L, T, 1);
+	lua_settop(L, h);
 	return 1;
 }
 
 /* ---- a node's task ------------------------------------------------------------ */
 
-int lhwt_push_args(lua_State *L, struct hwt_node *n, int h)
+/* With the packed task of `n` at `task`: push its arguments. */
+static int push_packed_args(lua_State *L, struct hwt_node *n, int task)
 {
-	int i, first = USERVAL_CALLBACK + 1 + (is_periodic(n) ? 1 : 0);
+	int i, first = TASK_PERIOD + (is_periodic(n) ? 1 : 0);
 	for (i = 0; i < NARGS(n); i++)
-		hwt_getuv(L, h, first + i);
+		lua_rawgeti(L, task, first + i);
 	return NARGS(n);
 }
 
-int lhwt_push_task(lua_State *L, struct hwt_node *n, int h)
+int lhwt_push_args(lua_State *L, struct hwt_node *n, int mt)
 {
+	int task;
+	if (NARGS(n) == 0)
+		return 0;
+	lua_rawgeti(L, mt, TASK_AT(n));
+	task = lua_gettop(L);
+	push_packed_args(L, n, task);
+	lua_remove(L, task);
+	return NARGS(n);
+}
+
+int lhwt_push_task(lua_State *L, struct hwt_node *n, int mt)
+{
+	int task;
 	luaL_checkstack(L, NARGS(n) + 2, "too many callback arguments");
-	hwt_getuv(L, h, USERVAL_CALLBACK);
-	return 1 + lhwt_push_args(L, n, h);
+	lua_rawgeti(L, mt, TASK_AT(n));
+	if (!task_packed(n))
+		return 1;
+	task = lua_gettop(L);
+	lua_rawgeti(L, task, TASK_CALLBACK);
+	push_packed_args(L, n, task);
+	lua_remove(L, task);
+	return 1 + NARGS(n);
+}
+
+void lhwt_push_period(lua_State *L, struct hwt_node *n, int mt)
+{
+	lua_rawgeti(L, mt, TASK_AT(n));
+	lua_rawgeti(L, -1, TASK_PERIOD);
+	lua_remove(L, -2);
 }

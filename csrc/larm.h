@@ -37,29 +37,40 @@ void lhwt_next_period(lua_State *L, struct timer *T, int mt, struct hwt_node *n,
 /* Push nil, message and return 2 if max_pending refuses one more; else 0. */
 int lhwt_refuse_over_cap(lua_State *L, struct timer *T);
 
-/* Push the arguments of `n`'s callback (handle at h); returns how many. */
-int lhwt_push_args(lua_State *L, struct hwt_node *n, int h);
-/* Push the callback and the arguments of `n` (handle at h); returns how many. */
-int lhwt_push_task(lua_State *L, struct hwt_node *n, int h);
+/* Push the arguments of pinned `n`'s callback (handle metatable at mt);
+ * returns how many. */
+int lhwt_push_args(lua_State *L, struct hwt_node *n, int mt);
+/* Push the callback and the arguments of pinned `n` (handle metatable at
+ * mt); returns how many. */
+int lhwt_push_task(lua_State *L, struct hwt_node *n, int mt);
+/* Push the period of pinned periodic `n` (handle metatable at mt): its
+ * interval in ns, or with ADVANCED its schedule table. */
+void lhwt_push_period(lua_State *L, struct hwt_node *n, int mt);
 /* timer:schedule (periodic 0) and timer:every (1): arguments from 1 on. */
 int lhwt_schedule(lua_State *L, int periodic);
 
 /* ---- pins: what keeps pending handles alive (inline: schedule, cancel and
  * every callback pass here) ------------------------------------------------------- */
 
-/* Pin the handle at `h` in the handle metatable at `mt`, reusing a free slot. */
+/* Pin the handle at `h` in the handle metatable at `mt`, reusing a free slot.
+ * Its task goes to TASK_AT(n) after this (lhwt_schedule). */
 static inline void lhwt_pin(lua_State *L, struct timer *T, int mt, int h, struct hwt_node *n)
 {
 	PIN(n) = T->nfree ? T->free_pins[--T->nfree] : ++T->npins;
 	lua_pushvalue(L, h);
-	lua_rawseti(L, mt, (lua_Integer)PIN(n));
+	lua_rawseti(L, mt, HANDLE_AT(n));
 }
 
-/* Unpin `n`: one table write; its slot goes on the free stack. */
+/* Unpin `n` (a no-op if it is not pinned): its handle and its task leave the
+ * metatable, and its slot goes on the free stack. */
 static inline void lhwt_unpin(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
 {
+	if (PIN(n) == 0)
+		return;
 	lua_pushnil(L);
-	lua_rawseti(L, mt, (lua_Integer)PIN(n));
+	lua_rawseti(L, mt, HANDLE_AT(n));
+	lua_pushnil(L);
+	lua_rawseti(L, mt, TASK_AT(n));
 	if (T->nfree < T->free_cap && !T->stopped)
 		T->free_pins[T->nfree++] = PIN(n);
 	else
@@ -67,9 +78,8 @@ static inline void lhwt_unpin(lua_State *L, struct timer *T, int mt, struct hwt_
 	PIN(n) = 0;
 }
 
-/* Cancelled: leave the pending state and the pins at once; the timeout
- * whose callback is running stays pinned until finish_current. */
-static inline void lhwt_cancel_node(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
+/* Cancelled and counted, out of the pending count: the state alone. */
+static inline void lhwt_mark_cancelled(struct timer *T, struct hwt_node *n)
 {
 	if (run_armed(T, n)) {
 		COUNT(T, cancelled);
@@ -77,7 +87,15 @@ static inline void lhwt_cancel_node(lua_State *L, struct timer *T, int mt, struc
 	}
 	set_state(n, CANCELLED);
 	T->pending--;
-	if (n != T->current)
+}
+
+/* Cancelled: leave the pending state and the pins at once; the timeout
+ * whose callback is running (dispatched, or taken by the host) stays pinned
+ * until its callback ends (finish_current, timer:done). */
+static inline void lhwt_cancel_node(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
+{
+	lhwt_mark_cancelled(T, n);
+	if (n != T->current && !(n->owner_flags & RUNNING))
 		lhwt_unpin(L, T, mt, n);
 }
 

@@ -16,23 +16,29 @@
  *
  * Two userdata types. A timer owns a worker (wheel + lock + pipe), which the
  * process's one driver thread drives for every timer (driver.h). A
- * timeout's userdata is nothing but its 32-byte wheel node, so scheduling
- * allocates one userdata and nothing else.
+ * timeout's userdata is nothing but its 32-byte wheel node, with no
+ * uservalues, so scheduling allocates one small userdata and nothing else
+ * (a uservalue would put every handle on the collector's gray list: 85 of a
+ * schedule's ~165 ns, measured; see docs/internals.md).
  *
  * Each timer makes the metatable of its own timeouts ("handle metatable").
  * That metatable holds the timer at [1] (so a handle keeps its timer alive
- * without a reference of its own) and, in the rest of its array part, the
- * pending handles: the pins that keep a dropped handle's timeout alive. Pin i
- * is the node's PIN(n); unpinning stores nil there and pushes i on a free
- * stack that the next pin pops, so the array stays as long as the most
- * timeouts ever pending at once.
+ * without a reference of its own) and, in the rest of its array part, two
+ * entries per pending timeout: pin p = PIN(n) holds the handle at 2p (what
+ * keeps a dropped handle's timeout alive) and its task at 2p + 1: the
+ * callback itself, or, for a periodic timeout or one with arguments, a table
+ * {callback, [period], arguments...} (TASK_* below). Unpinning stores nil in
+ * both and pushes p on a free stack that the next pin pops, so the array
+ * stays as long as the most timeouts ever pending at once. A timeout that
+ * has finished (run, or cancelled, and out of its own callback) keeps
+ * nothing but its node: its callback and arguments are released, so it can
+ * no longer be reset.
  *
  * State changes only in the binding, on the Lua thread: the worker thread only
  * moves nodes between the wheel's lists, under the worker's lock.
  *
  * Uservalues: timer {1 = handle metatable, 2 = on_error, 3 = wakeup hook,
- * 4 = dispatch's message handler};
- * timeout {1 = callback, then the interval if periodic, then the arguments}.
+ * 4 = dispatch's message handler}; a timeout has none.
  */
 #ifndef HWT_LBASE_H
 #define HWT_LBASE_H
@@ -62,14 +68,18 @@ HWT_HIDDEN_BEGIN
 #define USERVAL_WAKEUP 3
 #define USERVAL_HANDLER 4
 #define TIMER_USERVALS 4
-#define USERVAL_CALLBACK 1
+/* A packed task (a periodic timeout's, or one with arguments): the table
+ * {callback, [period], arguments...}. */
+#define TASK_CALLBACK 1
+#define TASK_PERIOD 2
 
 /* node->owner_flags: the state in the low bits, then flags. A periodic
- * timeout keeps its schedule in uservalue 2: the interval in ns (a number),
+ * timeout keeps its schedule in its task's TASK_PERIOD: the interval in ns (a number),
  * or with ADVANCED a table {interval = ns, rate = bool, jitter = fraction,
  * nominal = ns of the current period's start}. REARMED: reset from its own
- * callback, so finishing that callback must leave it armed. RUNNING: a
- * periodic timeout handed to the host by take, until timer:done. */
+ * callback, so finishing that callback must leave it armed. RUNNING: handed
+ * to the host by take, until timer:done (pinned until then, so that its
+ * callback may still reset it). */
 enum { PENDING, EXPIRED, CANCELLED, STATE_MASK = 3, PERIODIC = 4, ADVANCED = 8, REARMED = 16,
        RUNNING = 32 };
 #define LATE_BUCKETS 256 /* lateness histogram: 4 buckets per power of two of ns */
@@ -129,6 +139,9 @@ struct timer {
  * there: how many arguments its callback takes, and its pin slot. */
 #define NARGS(n) ((n)->owner_byte)
 #define PIN(n) ((n)->owner_word)
+/* Where the handle metatable keeps a pinned timeout's handle and its task. */
+#define HANDLE_AT(n) ((lua_Integer)PIN(n) * 2)
+#define TASK_AT(n) ((lua_Integer)PIN(n) * 2 + 1)
 
 /* ---- small inline helpers (hot paths in several files) ------------------------ */
 
@@ -137,6 +150,8 @@ extern volatile unsigned long lhwt_fork_generation;
 
 static inline int state_of(const struct hwt_node *n) { return n->owner_flags & STATE_MASK; }
 static inline int is_periodic(const struct hwt_node *n) { return n->owner_flags & PERIODIC; }
+/* The task is a table, not the bare callback. */
+static inline int task_packed(const struct hwt_node *n) { return is_periodic(n) || NARGS(n) > 0; }
 
 static inline void set_state(struct hwt_node *n, int state)
 {

@@ -86,7 +86,7 @@ static void report_error(lua_State *L, struct timer *T, int mt, struct hwt_node 
 	}
 	hwt_getuv(L, 1, USERVAL_ON_ERROR);
 	lua_insert(L, -3);
-	lua_rawgeti(L, mt, (lua_Integer)PIN(n)); /* still pinned: see finish_current */
+	lua_rawgeti(L, mt, HANDLE_AT(n)); /* still pinned: see finish_current */
 	lua_insert(L, -2); /* on_error, err, handle, traceback */
 	if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
 		const char *msg = lua_tostring(L, -1);
@@ -119,10 +119,15 @@ static int push_call(lua_State *L, struct hwt_node *n)
 	 * argument list is long. */
 	if (NARGS(n) > LUA_MINSTACK - 3)
 		luaL_checkstack(L, NARGS(n) + 3, "too many callback arguments");
-	lua_rawgeti(L, 2, (lua_Integer)PIN(n)); /* the handle, at 3 */
-	hwt_getuv(L, 3, USERVAL_CALLBACK);
-	lua_insert(L, 3); /* callback at 3, handle at 4: the call leaves 2 slots */
-	return 1 + lhwt_push_args(L, n, 4);
+	if (!task_packed(n)) { /* the common case: the task is the callback */
+		lua_rawgeti(L, 2, TASK_AT(n));
+		lua_rawgeti(L, 2, HANDLE_AT(n));
+		return 1;
+	}
+	(void)lhwt_push_task(L, n, 2); /* callback, arguments... */
+	lua_rawgeti(L, 2, HANDLE_AT(n));
+	lua_insert(L, 4); /* callback at 3, handle at 4, then the arguments */
+	return 1 + NARGS(n);
 }
 
 /* Protected: run callbacks from T->batch while the budget lasts. An error
@@ -423,17 +428,16 @@ static int timer_take(lua_State *L)
 	lhwt_record_fired(T, now - (T->w.origin + (int64_t)n->expires * T->w.tick_ns));
 	lua_settop(L, 1);
 	hwt_getuv(L, 1, USERVAL_HANDLE_MT);
-	lua_rawgeti(L, 2, (lua_Integer)PIN(n)); /* the handle, at 3 */
+	lua_rawgeti(L, 2, HANDLE_AT(n)); /* the handle, at 3 */
+	n->owner_flags |= RUNNING; /* pinned until timer:done */
 	if (is_periodic(n)) {
-		n->owner_flags |= RUNNING;
 		n->slot = HWT_SLOT_DUE; /* in the host's list: hwt_worker_del unlinks it */
 		hwt_list_push(&T->running, &n->link);
 	} else {
 		set_state(n, EXPIRED);
 		T->pending--;
-		lhwt_unpin(L, T, 2, n);
 	}
-	return 1 + lhwt_push_task(L, n, 3);
+	return 1 + lhwt_push_task(L, n, 2);
 }
 
 /* timer:done(t, [ok]): the callback of a taken timeout returned (ok true or
@@ -459,13 +463,17 @@ static int timer_done(lua_State *L)
 	if (lua_isboolean(L, 3) && !lua_toboolean(L, 3))
 		COUNT(T, errors);
 	if (!(n->owner_flags & RUNNING))
-		return 0; /* one-shot, or done already */
+		return 0; /* done already */
 	n->owner_flags &= (uint8_t)~RUNNING;
 	if (n->owner_flags & REARMED) {
 		n->owner_flags &= (uint8_t)~REARMED;
 		return 0;
 	}
-	if (state_of(n) != PENDING || T->stopped)
+	if (state_of(n) != PENDING) { /* ran, or was cancelled while it ran */
+		lhwt_unpin(L, T, mt, n);
+		return 0;
+	}
+	if (T->stopped)
 		return 0;
 	hwt_list_unlink(&n->link); /* from T->running: the worker never sees that list */
 	n->slot = HWT_SLOT_NONE;

@@ -78,15 +78,16 @@ static int timeout_cancel(lua_State *L)
 	return 1;
 }
 
-/* The delay for t:reset: the argument, or a periodic timeout's interval. */
-static int64_t reset_delay(lua_State *L, int h, struct hwt_node *n)
+/* The delay for t:reset: the argument, or a periodic timeout's interval
+ * (`n` pinned, handle metatable at mt). */
+static int64_t reset_delay(lua_State *L, int mt, struct hwt_node *n)
 {
 	struct period p;
 	if (!lua_isnoneornil(L, 2))
 		return lhwt_check_delay(L, 2, 0);
 	if (!is_periodic(n))
 		luaL_argerror(L, 2, "delay expected (a one-shot timeout has no interval to reuse)");
-	hwt_getuv(L, h, USERVAL_CALLBACK + 1);
+	lhwt_push_period(L, n, mt);
 	if (!(n->owner_flags & ADVANCED)) {
 		p.interval = (int64_t)lua_tonumber(L, -1);
 		lua_pop(L, 1);
@@ -96,8 +97,10 @@ static int64_t reset_delay(lua_State *L, int h, struct hwt_node *n)
 	return p.interval;
 }
 
-/* t:reset([delay]): due `delay` from now again, pending or not, same callback,
- * same handle; when it stays in its slot only its expiry changes. */
+/* t:reset([delay]): due `delay` from now again, same callback, same handle,
+ * while the timeout holds its callback: pending, or inside its own callback
+ * (dispatched, or taken until timer:done). When it stays in its slot only its
+ * expiry changes. A finished one has released its callback: nil, message. */
 static int timeout_reset(lua_State *L)
 {
 	int64_t now = hwt_clock_ns(), delay;
@@ -110,13 +113,18 @@ static int timeout_reset(lua_State *L)
 		return luaL_error(L, "hwtimer: timeout used in a forked child (timers do not survive fork)");
 	if (T->stopped)
 		return luaL_error(L, "attempt to use a stopped timer");
-	delay = reset_delay(L, 1, n);
+	if (PIN(n) == 0) {
+		lua_pushnil(L);
+		lua_pushfstring(L, "cannot reset a timeout that has %s: its callback was released "
+				   "(schedule a new one)",
+				state_of(n) == EXPIRED ? "run" : "been cancelled");
+		return 2;
+	}
+	delay = reset_delay(L, 3, n);
 	armed = run_armed(T, n); /* else this reset arms a new run */
 	if (state_of(n) != PENDING) {
 		if ((refused = lhwt_refuse_over_cap(L, T)) != 0)
 			return refused;
-		if (n != T->current) /* the running one is still pinned */
-			lhwt_pin(L, T, 3, 1, n);
 		set_state(n, PENDING);
 		T->pending++;
 	}
@@ -127,9 +135,10 @@ static int timeout_reset(lua_State *L)
 	if (delay <= 0 ? T->host_wake > 0 : now + delay < T->host_wake)
 		T->wake = 1;
 	if (n->owner_flags & ADVANCED) { /* later periods count from here */
-		hwt_getuv(L, 1, USERVAL_CALLBACK + 1);
+		lhwt_push_period(L, n, 3);
 		lua_pushnumber(L, (lua_Number)(now + delay));
 		lua_setfield(L, -2, "nominal");
+		lua_pop(L, 1);
 	}
 	if (delay <= 0) {
 		hwt_worker_del(&T->w, n);
@@ -203,12 +212,17 @@ static int timeout_timer(lua_State *L)
 	return 1;
 }
 
-/* t:task(): the callback, then the arguments it is called with after t. */
+/* t:task(): the callback, then the arguments it is called with after t;
+ * nothing once the timeout has finished and released them. */
 static int timeout_task(lua_State *L)
 {
-	struct hwt_node *n = check_node(L, 1);
+	struct timer *T;
+	struct hwt_node *n;
 	lua_settop(L, 1);
-	return lhwt_push_task(L, n, 1);
+	n = node_and_pins(L, 1, &T); /* the handle metatable at 2 */
+	if (PIN(n) == 0)
+		return 0;
+	return lhwt_push_task(L, n, 2);
 }
 
 static int timeout_tostring(lua_State *L)

@@ -23,7 +23,7 @@ static int timer_every(lua_State *L)
 /* ---- stop, close, collect --------------------------------------------------- */
 
 /* Cancel everything still pending (timer at index 1), appending the handles
- * to the array at `list` (0: no list). */
+ * to the array at `list` (0: no list, and everything is unpinned). */
 static void cancel_all(lua_State *L, struct timer *T, int list)
 {
 	struct hwt_link all;
@@ -41,11 +41,13 @@ static void cancel_all(lua_State *L, struct timer *T, int list)
 		struct hwt_node *node = hwt_container_of(all.next, struct hwt_node, link);
 		hwt_list_unlink(all.next);
 		node->slot = HWT_SLOT_NONE;
-		if (list) {
-			lua_rawgeti(L, mt, (lua_Integer)PIN(node));
+		if (list) { /* handed back pinned: t:task() still gives their callbacks */
+			lua_rawgeti(L, mt, HANDLE_AT(node));
 			lua_rawseti(L, list, ++n);
+			lhwt_mark_cancelled(T, node);
+		} else {
+			lhwt_cancel_node(L, T, mt, node);
 		}
-		lhwt_cancel_node(L, T, mt, node);
 	}
 	lua_pop(L, 1);
 }

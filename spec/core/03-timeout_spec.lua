@@ -42,6 +42,20 @@ describe("timeout handle", function()
       assert.equal(0, timer:pending())
     end)
 
+    it("releases its callback and arguments at once, also while the handle is held", function()
+      local weak = setmetatable({}, { __mode = "v" })
+      local cb, arg = function() end, {}
+      weak[1], weak[2] = cb, arg
+      local t = timer:schedule(100, cb, arg)
+      cb, arg = nil, nil
+      assert.is_true(t:cancel())
+      collectgarbage()
+      collectgarbage()
+      assert.is_nil(weak[1])
+      assert.is_nil(weak[2])
+      assert.equal("cancelled", t:state()) -- the handle itself lives on
+    end)
+
     it("frees the pin at once", function()
       local weak = setmetatable({}, { __mode = "v" })
       weak[1] = timer:schedule(100, function() end)

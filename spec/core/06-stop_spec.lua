@@ -25,6 +25,18 @@ describe("timer:stop", function()
     assert.equal(0, timer:pending())
   end)
 
+  it("hands the timeouts back with their callbacks and arguments (t:task())", function()
+    local timer = hwtimer.new()
+    local function f() end
+    local function g() end
+    local a = timer:schedule(10, f, "x", 2)
+    local p = timer:every(1, g)
+    local list = timer:stop()
+    assert.equal(2, #list)
+    assert.same({ f, "x", 2 }, { a:task() })
+    assert.same({ g }, { p:task() })
+  end)
+
   it("is idempotent", function()
     local timer = hwtimer.new()
     timer:schedule(1, function() end)

@@ -100,11 +100,17 @@ describe("timer:stats()", function()
     t:reset(20) -- armed: a move
     assert.same({ 1, 1 }, { timer:stats().scheduled, timer:stats().pending })
     t:cancel()
-    t:reset(0) -- cancelled: a new run
+    local r, err = t:reset(0) -- cancelled: its callback is released, so refused, counting nothing
+    assert.is_nil(r)
+    assert.matches("cancelled", err)
     local s = check_identity(timer)
-    assert.same({ 2, 0, 1, 1 }, { s.scheduled, s.fired, s.cancelled, s.pending })
+    assert.same({ 1, 0, 1, 0 }, { s.scheduled, s.fired, s.cancelled, s.pending })
+    local again = true
+    timer:schedule(0, function(h)
+      if again then again = false; h:reset(0) end -- ran, inside its callback: a new run
+    end)
     timer:dispatch()
-    t:reset(0) -- ran: a new run
+    check_identity(timer)
     timer:dispatch()
     s = check_identity(timer)
     assert.same({ 3, 2, 1, 0 }, { s.scheduled, s.fired, s.cancelled, s.pending })
@@ -144,6 +150,32 @@ describe("timer:stats()", function()
     local s = check_identity(timer)
     assert.same({ 7, 1, 6, 0 }, { s.scheduled, s.fired, s.cancelled, s.pending })
     assert.equal("cancelled", inner:state())
+  end)
+
+  it("take and done: a taken one-shot keeps its callback until done, so it may reset itself", function()
+    timer:take_only()
+    local runs = 0
+    local function cb(h)
+      runs = runs + 1
+      if runs == 1 then assert.equal(h, h:reset(0)) end
+    end
+    timer:schedule(0, cb, "a")
+    local t, got, a = timer:take()
+    assert.equal(cb, got)
+    assert.equal("a", a)
+    got(t, a) -- the host runs it: it re-arms itself
+    timer:done(t)
+    assert.equal("pending", t:state())
+    local t2, got2 = timer:take()
+    assert.equal(t, t2)
+    got2(t2)
+    timer:done(t2)
+    assert.equal(2, runs)
+    assert.equal("expired", t:state())
+    assert.is_nil(t:task()) -- done: released
+    assert.is_nil(t:reset(0))
+    local s = check_identity(timer)
+    assert.same({ 2, 2, 0, 0 }, { s.scheduled, s.fired, s.cancelled, s.pending })
   end)
 
   it("take and done: a taken periodic run is fired, its next one scheduled at done", function()
