@@ -149,6 +149,28 @@ local function fmt(v)
   return string.format("%.3g", v)
 end
 
+-- For a target missed, the reason its profile gives (perf on this machine type,
+-- docs/performance.md and docs/internals.md have the measurements), printed
+-- under the tables for the rows that say NO.
+local why = {
+  ["W1 schedule"] = "the handle's allocation and the collector's work for it (one userdata a schedule)",
+  ["W1 cancel"] = "the unlink writes the node's two neighbours in its wheel list, scattered in memory: two"
+    .. " cache misses, and the lock's release waits for them (cancels within one slot: ~48 ns)",
+  ["W1 bytes"] = "a 32-byte node in a 64-byte userdata block, and two array slots (handle, task) in the pins",
+  ["W2b"] = "the machine's wake-up floor and its neighbours (see the floor column, same run)",
+  ["W4"] = "cache and TLB misses: at 4e6 pending a pair touches ~4 lines far apart (the oldest handle, its"
+    .. " two list neighbours, the new slot's tail); on 2 MB pages it measured 420 ns",
+  ["W5"] = "a collector step inside a callback holds back every callback due meanwhile, and the machine"
+    .. " (the 'collector stopped' row, same run, is the machine alone)",
+}
+local missed = {}
+local function note_missed(label)
+  for prefix, reason in pairs(why) do
+    if label:sub(1, #prefix) == prefix then missed[#missed + 1] = label .. ": " .. reason; return end
+  end
+  missed[#missed + 1] = label .. ": (no profile yet)"
+end
+
 local lines = {}
 local function emit(s) lines[#lines + 1] = s; print(s) end
 emit(string.format("hwtimer bench: medians of %d runs, scale %g, %s", RUNS, SCALE, os.date("!%Y-%m-%d %H:%M UTC")))
@@ -168,6 +190,7 @@ for _, f in ipairs(figures) do
   local met = "-"
   if mine and op then
     met = ((op == "<=" and mine <= target) or (op == ">=" and mine >= target)) and "yes" or "NO"
+    if met == "NO" then note_missed(label) end
   end
   local row = { label, fmt(mine) }
   for _, p in ipairs(peers) do
@@ -186,9 +209,15 @@ for _, s in ipairs(plan.w5) do
     local p99 = med("w5", s, "late_p99_ms")
     local target = ""
     if lua == "lua" and mode ~= "stop" and p99 then target = p99 <= 2 and "<= 2 yes" or "<= 2 NO" end
+    if target == "<= 2 NO" then note_missed("W5 " .. name) end
     emit(string.format("%-44s %9s %9s %9s %9s", name, fmt(med("w5", s, "late_p50_ms")), fmt(p99),
       fmt(med("w5", s, "late_max_ms")), target))
   end
+end
+if #missed > 0 then
+  emit("")
+  emit("targets missed, and why (the profile's reason):")
+  for _, m in ipairs(missed) do emit("  " .. m) end
 end
 emit("")
 emit("ratio: hwtimer's median over the best peer's (luv, Lua heap, Netty); below 1 is better for")

@@ -151,33 +151,41 @@ static int64_t jitter_ns(struct timer *T, const struct period *p)
 	return (int64_t)(u * p->jitter * (double)p->interval);
 }
 
-/* New handle (left on top): a node and nothing else. `p` is NULL for a
- * one-shot timeout. */
+/* New handle (left on top): a node, and where packs live in the handle
+ * (compat.h) room for its pack. `p` is NULL for a one-shot timeout. */
 static struct hwt_node *new_handle(lua_State *L, const struct period *p, int nargs)
 {
-	struct hwt_node *n = hwt_newuserdata(L, sizeof *n, 0);
+	int packed = p != NULL || nargs > 0;
+	struct hwt_node *n = hwt_newuserdata(L, sizeof *n,
+					     HWT_PACK_IN_HANDLE && packed ? 1 + (p != NULL) + nargs : 0);
 	hwt_node_init(n);
 	n->owner_flags = (uint8_t)(PENDING | (p ? PERIODIC : 0) | (p && p->advanced ? ADVANCED : 0));
 	NARGS(n) = (uint8_t)nargs;
 	return n;
 }
 
-/* Push the task of a new timeout (lbase.h): the callback at 3 itself, or a
- * table {callback, [period], the nargs arguments from 4 on}. */
-static void push_new_task(lua_State *L, const struct period *p, int nargs)
+/* Push the task of a new timeout (handle at h; lbase.h): the callback at 3
+ * itself, or a pack {callback, [period], the nargs arguments from 4 on}. */
+static void push_new_task(lua_State *L, int h, const struct period *p, int nargs)
 {
 	int periodic = p != NULL, t, i;
 	if (!periodic && nargs == 0) {
 		lua_pushvalue(L, 3);
 		return;
 	}
-	lua_createtable(L, 1 + periodic + nargs, 0);
+#if HWT_PACK_IN_HANDLE
+	lua_pushvalue(L, h); /* the pack is the handle itself */
+	t = h;
+#else
+	(void)h;
+	hwt_newpack(L, 1 + periodic + nargs);
 	t = lua_gettop(L);
+#endif
 	lua_pushvalue(L, 3);
-	lua_rawseti(L, t, TASK_CALLBACK);
+	hwt_packset(L, t, TASK_CALLBACK);
 	if (periodic && !p->advanced) {
 		lua_pushnumber(L, (lua_Number)p->interval);
-		lua_rawseti(L, t, TASK_PERIOD);
+		hwt_packset(L, t, TASK_PERIOD);
 	} else if (periodic) {
 		lua_createtable(L, 0, 4);
 		lua_pushnumber(L, (lua_Number)p->interval);
@@ -186,19 +194,34 @@ static void push_new_task(lua_State *L, const struct period *p, int nargs)
 		lua_setfield(L, -2, "rate");
 		lua_pushnumber(L, p->jitter);
 		lua_setfield(L, -2, "jitter");
-		lua_rawseti(L, t, TASK_PERIOD);
+		hwt_packset(L, t, TASK_PERIOD);
 	}
 	for (i = 0; i < nargs; i++) {
 		lua_pushvalue(L, 4 + i);
-		lua_rawseti(L, t, TASK_PERIOD + periodic + i);
+		hwt_packset(L, t, TASK_PERIOD + periodic + i);
 	}
+}
+
+void lhwt_release_pack(lua_State *L, int mt, struct hwt_node *n)
+{
+#if HWT_PACK_IN_HANDLE
+	int i, k = 1 + (is_periodic(n) ? 1 : 0) + NARGS(n);
+	lua_rawgeti(L, mt, HANDLE_AT(n));
+	for (i = 1; i <= k; i++) {
+		lua_pushnil(L);
+		hwt_packset(L, lua_gettop(L) - 1, i);
+	}
+	lua_pop(L, 1);
+#else
+	(void)L, (void)mt, (void)n;
+#endif
 }
 
 /* Store `nominal` as the start of the current period of an advanced periodic
  * timeout whose task table is at `task`. */
 static void set_nominal(lua_State *L, int task, int64_t nominal)
 {
-	lua_rawgeti(L, task, TASK_PERIOD);
+	hwt_packget(L, task, TASK_PERIOD);
 	lua_pushnumber(L, (lua_Number)nominal);
 	lua_setfield(L, -2, "nominal");
 	lua_pop(L, 1);
@@ -258,12 +281,12 @@ void lhwt_next_period(lua_State *L, struct timer *T, int mt, struct hwt_node *n,
 	lua_rawgeti(L, mt, TASK_AT(n));
 	task = lua_gettop(L);
 	if (!(n->owner_flags & ADVANCED)) {
-		lua_rawgeti(L, task, TASK_PERIOD);
+		hwt_packget(L, task, TASK_PERIOD);
 		arm(T, n, now, (int64_t)lua_tonumber(L, -1));
 		lua_settop(L, task - 1);
 		return;
 	}
-	lua_rawgeti(L, task, TASK_PERIOD);
+	hwt_packget(L, task, TASK_PERIOD);
 	next = lhwt_read_period(L, &p);
 	if (p.rate) {
 		next += p.interval;
@@ -315,7 +338,7 @@ int lhwt_schedule(lua_State *L, int periodic)
 	h = lua_gettop(L);
 	hwt_getuv(L, 1, USERVAL_HANDLE_MT); /* at h + 1 */
 	lhwt_pin(L, T, h + 1, h, n);
-	push_new_task(L, periodic ? &p : NULL, nargs); /* at h + 2 */
+	push_new_task(L, h, periodic ? &p : NULL, nargs); /* at h + 2 */
 	lua_pushvalue(L, h + 2);
 	lua_rawseti(L, h + 1, TASK_AT(n));
 	lua_pushvalue(L, h + 1);
@@ -339,7 +362,7 @@ static int push_packed_args(lua_State *L, struct hwt_node *n, int task)
 {
 	int i, first = TASK_PERIOD + (is_periodic(n) ? 1 : 0);
 	for (i = 0; i < NARGS(n); i++)
-		lua_rawgeti(L, task, first + i);
+		hwt_packget(L, task, first + i);
 	return NARGS(n);
 }
 
@@ -363,7 +386,7 @@ int lhwt_push_task(lua_State *L, struct hwt_node *n, int mt)
 	if (!task_packed(n))
 		return 1;
 	task = lua_gettop(L);
-	lua_rawgeti(L, task, TASK_CALLBACK);
+	hwt_packget(L, task, TASK_CALLBACK);
 	push_packed_args(L, n, task);
 	lua_remove(L, task);
 	return 1 + NARGS(n);
@@ -372,6 +395,6 @@ int lhwt_push_task(lua_State *L, struct hwt_node *n, int mt)
 void lhwt_push_period(lua_State *L, struct hwt_node *n, int mt)
 {
 	lua_rawgeti(L, mt, TASK_AT(n));
-	lua_rawgeti(L, -1, TASK_PERIOD);
+	hwt_packget(L, lua_gettop(L), TASK_PERIOD);
 	lua_remove(L, -2);
 }

@@ -26,6 +26,9 @@ struct period {
 /* Push pin slot `slot` on the free stack, growing it (if it cannot grow, the
  * slot is simply never reused); nothing once stopped (the stack is freed). */
 void lhwt_free_pin(struct timer *T, uint32_t slot);
+/* Where a pack lives in its handle (compat.h): clear it, releasing the
+ * callback and arguments of pinned `n` (handle metatable at mt). */
+void lhwt_release_pack(lua_State *L, int mt, struct hwt_node *n);
 /* Call the host's wakeup hook (timer at ud) and clear the request. */
 void lhwt_wake_host(lua_State *L, struct timer *T, int ud);
 /* A delay (>= 0) or, if periodic, an interval (> 0) in seconds at idx, as ns. */
@@ -67,6 +70,8 @@ static inline void lhwt_unpin(lua_State *L, struct timer *T, int mt, struct hwt_
 {
 	if (PIN(n) == 0)
 		return;
+	if (HWT_PACK_IN_HANDLE && task_packed(n))
+		lhwt_release_pack(L, mt, n);
 	lua_pushnil(L);
 	lua_rawseti(L, mt, HANDLE_AT(n));
 	lua_pushnil(L);

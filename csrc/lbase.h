@@ -16,18 +16,19 @@
  *
  * Two userdata types. A timer owns a worker (wheel + lock + pipe), which the
  * process's one driver thread drives for every timer (driver.h). A
- * timeout's userdata is nothing but its 32-byte wheel node, with no
- * uservalues, so scheduling allocates one small userdata and nothing else
- * (a uservalue would put every handle on the collector's gray list: 85 of a
- * schedule's ~165 ns, measured; see docs/internals.md).
+ * timeout's userdata is nothing but its 32-byte wheel node; one with no
+ * arguments has no uservalues, so scheduling it allocates one small userdata
+ * and nothing else (a uservalue would put every handle on the collector's
+ * gray list: 85 of a schedule's ~165 ns, measured; see docs/internals.md).
  *
  * Each timer makes the metatable of its own timeouts ("handle metatable").
  * That metatable holds the timer at [1] (so a handle keeps its timer alive
  * without a reference of its own) and, in the rest of its array part, two
  * entries per pending timeout: pin p = PIN(n) holds the handle at 2p (what
  * keeps a dropped handle's timeout alive) and its task at 2p + 1: the
- * callback itself, or, for a periodic timeout or one with arguments, a table
- * {callback, [period], arguments...} (TASK_* below). Unpinning stores nil in
+ * callback itself, or, for a periodic timeout or one with arguments, a pack
+ * {callback, [period], arguments...} (TASK_* below): in 5.4 the handle's own
+ * uservalues (so the handle is at 2p + 1 too), elsewhere a table (compat.h). Unpinning stores nil in
  * both and pushes p on a free stack that the next pin pops, so the array
  * stays as long as the most timeouts ever pending at once. A timeout that
  * has finished (run, or cancelled, and out of its own callback) keeps
@@ -38,7 +39,7 @@
  * moves nodes between the wheel's lists, under the worker's lock.
  *
  * Uservalues: timer {1 = handle metatable, 2 = on_error, 3 = wakeup hook,
- * 4 = dispatch's message handler}; a timeout has none.
+ * 4 = dispatch's message handler}; a timeout: none, or in 5.4 its pack.
  */
 #ifndef HWT_LBASE_H
 #define HWT_LBASE_H
@@ -68,7 +69,7 @@ HWT_HIDDEN_BEGIN
 #define USERVAL_WAKEUP 3
 #define USERVAL_HANDLER 4
 #define TIMER_USERVALS 4
-/* A packed task (a periodic timeout's, or one with arguments): the table
+/* A packed task (a periodic timeout's, or one with arguments): the pack
  * {callback, [period], arguments...}. */
 #define TASK_CALLBACK 1
 #define TASK_PERIOD 2
