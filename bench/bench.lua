@@ -66,11 +66,14 @@ local function available(s)
 end
 -- Runs outer, systems inner: each run of a workload measures every system
 -- back to back, so a figure and its floor (W2b) share the machine's mood.
+-- W5's target counts runs (issue 21: p99 within 2 ms in five runs of five):
+-- its target row, and the machine's line beside it, run at least five times.
+local W5_RUNS, W5_COUNTED = math.max(RUNS, 5), { ["w5-lua-inc"] = true, ["w5-lua-stop"] = true }
 for _, w in ipairs(order) do
   results[w] = {}
-  for r = 1, RUNS do
+  for r = 1, w == "w5" and W5_RUNS or RUNS do
     for _, s in ipairs(plan[w]) do
-      if available(s) then
+      if available(s) and (r <= RUNS or W5_COUNTED[s]) then
         results[w][s] = results[w][s] or {}
         local out, ok = sh(command(s, w))
         local line = out:match("(system=%S+ workload=%S+[^\n]*)")
@@ -200,17 +203,21 @@ for _, f in ipairs(figures) do
     ratio, op and (op .. " " .. fmt(target)) or "", met))
 end
 emit("")
-emit(string.format("%-44s %9s %9s %9s %9s", "W5 (demo's load, collector on): lateness", "p50 ms", "p99 ms", "max ms",
-  "target"))
+emit(string.format("%-44s %9s %9s %9s   %s", "W5 (demo's load, collector on): lateness", "p50 ms", "p99 ms", "max ms",
+  "target (each run's p99)"))
 for _, s in ipairs(plan.w5) do
   if results.w5[s] then
     local lua, mode = s:match("^w5%-(%w+)%-(.+)$")
     local name = (lua == "jit" and "LuaJIT, " or LUA .. ", ") .. W5_LABEL[mode]
     local p99 = med("w5", s, "late_p99_ms")
     local target = ""
-    if lua == "lua" and mode ~= "stop" and p99 then target = p99 <= 2 and "<= 2 yes" or "<= 2 NO" end
-    if target == "<= 2 NO" then note_missed("W5 " .. name) end
-    emit(string.format("%-44s %9s %9s %9s %9s", name, fmt(med("w5", s, "late_p50_ms")), fmt(p99),
+    if lua == "lua" and mode == "inc" and p99 then -- the setting the demo takes and the docs advise
+      local all, within = results.w5[s].late_p99_ms, 0
+      for _, v in ipairs(all) do if v <= 2 then within = within + 1 end end
+      target = string.format("<= 2 in %d of %d runs: %s", within, #all, within == #all and "yes" or "NO")
+      if within < #all then note_missed("W5 " .. name) end
+    end
+    emit(string.format("%-44s %9s %9s %9s   %s", name, fmt(med("w5", s, "late_p50_ms")), fmt(p99),
       fmt(med("w5", s, "late_max_ms")), target))
   end
 end
