@@ -141,7 +141,7 @@ describe("hwtimer.durable with Redis", function()
       client:hset(tag .. ":meta", "format", "7")
       queue, err = open()
       assert.is_nil(queue)
-      assert.equal("hwtimer.durable: redis " .. tag .. ": store format 7, this module reads 2", err)
+      assert.equal("hwtimer.durable: redis " .. tag .. ": store format 7, this module reads 3", err)
       client:hset(tag .. ":meta", "format", "2")
       client:sadd(tag .. ":kinds", "k")
       client:set(tag .. ":r:1:k", "x")
@@ -149,6 +149,22 @@ describe("hwtimer.durable with Redis", function()
       assert.is_nil(queue)
       assert.equal("hwtimer.durable: redis " .. tag .. ": key " .. tag ..
         ":r:1:k is a string, not a zset (not a hwtimer.durable store)", err)
+      client:del(tag .. ":r:1:k")
+      client:set(tag .. ":in", "x")
+      queue, err = open()
+      assert.is_nil(queue)
+      assert.equal("hwtimer.durable: redis " .. tag .. ": key " .. tag ..
+        ":in is a string, not a list (not a hwtimer.durable store)", err)
+      assert.equal("2", client:hget(tag .. ":meta", "format"))
+    end)
+
+    it("upgrades a store of format 2 (the same layout without the intake) to 3", function()
+      local tag = "{" .. prefix .. ":default}"
+      client:hmset(tag .. ":meta", "app", "hwtimer.durable", "format", "2", "buckets", "1", "jobs", "0")
+      q = assert(open())
+      assert.equal("3", client:hget(tag .. ":meta", "format"))
+      assert(q:schedule("k", 60))
+      assert.equal(1, q:pending())
     end)
 
     it("returns nil, message when Redis cannot be reached", function()
@@ -332,6 +348,60 @@ describe("hwtimer.durable with Redis", function()
       check_slots()
     end)
 
+    it("stores a schedule of a fresh id in the intake, which any other script moves into its slot first", function()
+      q = assert(open())
+      local tag = "{" .. prefix .. ":default}"
+      local intake, index = tag .. ":in", tag .. ":r:1:k"
+      local ids, before = {}, server_now()
+      for i = 1, 3 do ids[i] = assert(q:schedule("k", 60 + i, "p" .. i)) end
+      local after = server_now()
+      assert.equal(3, client:llen(intake))
+      assert.equal(0, client:zcard(index))
+      assert.same({}, stored_jobs())
+      -- another process's queue sees them: its script moves them in first
+      local other = assert(open())
+      local job = other:get(ids[2])
+      assert.equal("p2", job.payload)
+      assert.is_true(job.due >= before + 62 - 1e-6 and job.due <= after + 62 + 1e-6)
+      assert.equal(0, client:llen(intake))
+      local stored = stored_jobs()
+      for i = 1, 3 do
+        assert.truthy(stored[ids[i]], ids[i])
+        assert.equal(math.ceil(q:get(ids[i]).due * 1e6 - 0.5), stored[ids[i]].ready)
+      end
+      assert.equal(3, other:pending())
+      check_slots()
+    end)
+
+    it("runs a job from the intake when due, once, its due time the one schedule answered", function()
+      q = assert(open())
+      local got = {}
+      q:handle("k", function(job) got[#got + 1] = job end)
+      local id = assert(q:schedule("k", 0.05))
+      local due = durable.engine(q):now() + 0.05
+      assert.is_true(wait(function() return #got == 1 end))
+      timer:run(0.1)
+      assert.equal(1, #got)
+      assert.equal(id, got[1].id)
+      assert.is_true(math.abs(got[1].due - due) < 0.01)
+      assert.equal(0, q:pending())
+    end)
+
+    it("moves the intake in once it holds INTAKE_MAX jobs, where nothing else reads the store", function()
+      q = assert(open())
+      local max = require("hwtimer.durable.redis_scripts").INTAKE_MAX
+      local intake = "{" .. prefix .. ":default}:in"
+      for _ = 1, max - 1 do assert(q:schedule("k", 60)) end
+      assert.equal(max - 1, client:llen(intake))
+      assert(q:schedule("k", 60))
+      assert.equal(0, client:llen(intake))
+      local n = 0
+      for _ in pairs(stored_jobs()) do n = n + 1 end
+      assert.equal(max, n)
+      assert.equal(max, tonumber(client:hget("{" .. prefix .. ":default}:meta", "jobs")))
+      check_slots()
+    end)
+
     it("keeps every bucket and slot packed however the jobs crowd, and every job findable", function()
       q = assert(open())
       local now, n = server_now(), 3000
@@ -406,7 +476,7 @@ describe("hwtimer.durable with Redis", function()
       for i = 21, 40 do assert(q:schedule("k", 0.01 * (i - 20), tostring(i))) end
       assert.is_true(wait(function() return q:pending() == 0 end))
       for i = 1, 40 do assert.equal(1, ran[tostring(i)], "job " .. i) end
-      assert.is_true(loaded("claim") and loaded("put"))
+      assert.is_true(loaded("claim") and loaded("add"))
     end)
 
     it("gives nil, message while Redis is down; nothing accepted is lost; recovers once it is back", function()

@@ -19,6 +19,7 @@
 local scripts = require("hwtimer.durable.redis_scripts")
 
 local floor, ceil, format = math.floor, math.ceil, string.format
+local INTAKE_MAX = scripts.INTAKE_MAX
 local concat = table.concat
 
 local Engine = {}
@@ -249,9 +250,26 @@ function Engine:put(id, kind, payload, when, relative, every, fresh)
   end
   local parts = {}
   job_put_fields(parts, id, kind, payload, when, relative, every, fresh)
+  if fresh then return self:add(concat(parts), relative, parts[9]) end
   local res, err = self:run("put", concat(parts))
   if not res then return nil, err end
   local due = tonumber(res[2])
+  return due, due / 1e6
+end
+
+-- A job with a fresh id, to the intake (redis_scripts' `add`): its due
+-- time is the server's now plus its delay (`w`: when, in microseconds, as
+-- the job holds it), as the script that moves it into its slot reckons it.
+-- The intake is moved in once it is long (one more call, once in
+-- INTAKE_MAX schedules where no process of the queue polls to do it).
+function Engine:add(job, relative, w)
+  local res, err = self:run("add", job)
+  if not res then return nil, err end
+  if tonumber(res[2]) >= INTAKE_MAX then
+    local ok, e = self:run("drain")
+    if not ok then return nil, e end
+  end
+  local due = relative and tonumber(res[1]) + tonumber(w) or tonumber(w)
   return due, due / 1e6
 end
 
