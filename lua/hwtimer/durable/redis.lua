@@ -20,7 +20,7 @@ local scripts = require("hwtimer.durable.redis_scripts")
 
 local floor, ceil, format = math.floor, math.ceil, string.format
 local INTAKE_MAX = scripts.INTAKE_MAX
-local concat = table.concat
+local concat, unpack = table.concat, table.unpack or unpack -- luacheck: ignore
 
 local Engine = {}
 Engine.__index = Engine
@@ -260,15 +260,27 @@ end
 -- A job with a fresh id, to the intake (redis_scripts' `add`): its due
 -- time is the server's now plus its delay (`w`: when, in microseconds, as
 -- the job holds it), as the script that moves it into its slot reckons it.
--- The intake is moved in once it is long (one more call, once in
--- INTAKE_MAX schedules where no process of the queue polls to do it).
+-- In nginx, with a client from nginx's pool, the schedules of requests
+-- waiting at once go in one call (hwtimer.durable.redis_batch). The intake
+-- is moved in once it is long (one more call, by the caller that sent the
+-- jobs, once in INTAKE_MAX schedules where no process of the queue polls;
+-- its failure is no schedule's: the jobs are stored, the next script moves
+-- them).
 function Engine:add(job, relative, w)
-  local res, err = self:run("add", job)
-  if not res then return nil, err end
-  if tonumber(res[2]) >= INTAKE_MAX then
-    local ok, e = self:run("drain")
-    if not ok then return nil, e end
+  local res, err, sent
+  if self.pooled then
+    if not self.batcher then
+      self.batcher = require("hwtimer.durable.redis_batch").new(function(jobs)
+        return self:run("add", unpack(jobs))
+      end)
+    end
+    res, err, sent = self.batcher:add(job)
+  else
+    res, err = self:run("add", job)
+    sent = true
   end
+  if not res then return nil, err end
+  if sent and tonumber(res[2]) >= INTAKE_MAX then self:run("drain") end
   local due = relative and tonumber(res[1]) + tonumber(w) or tonumber(w)
   return due, due / 1e6
 end
@@ -378,7 +390,7 @@ end
 -- inside the window (the front skips what it holds already).
 function Engine:changes(hi)
   if #self.kinds == 0 then return nil end
-  local res, err = self:run("peek", (table.unpack or unpack)(self.kinds))
+  local res, err = self:run("peek", unpack(self.kinds))
   if not res then return nil, err end
   local next_ready = tonumber(res[2])
   if next_ready == 0 or next_ready / 1e6 >= hi then return nil end
@@ -435,7 +447,7 @@ end
 function Engine:claim(acks, _, lease, batch, hi)
   if #self.kinds == 0 and #acks == 0 then return {}, 0, {} end
   local res, err = self:run("claim", self.owner, acks_blob(acks), us(lease), tostring(batch),
-    (table.unpack or unpack)(self.kinds))
+    unpack(self.kinds))
   if not res then return nil, err end
   local reload = {}
   for s in fields_of(res[3]) do

@@ -1,0 +1,127 @@
+--- hwtimer.durable.redis_batch: in nginx, the schedules that requests of
+-- one worker make at once share round trips to Redis.
+--
+-- lua-resty-redis gives each command its own round trip, and has no
+-- pipelining several coroutines can share. Here the first schedule to come
+-- sends its job at once; those that come while its round trip is in flight
+-- wait (an ngx.semaphore each) and go together in the next one: a single
+-- `add` script call that stores them all (one RPUSH, all or none). Whoever
+-- is first in line when a round trip ends sends the next, so no caller
+-- waits for more than the round trip in flight and its own.
+--
+-- Each caller gets its own answer, only once its job is stored: the due
+-- time, or nil and the message of the failed round trip (which failed
+-- exactly the jobs it carried, and no other). A caller whose job was never
+-- sent (it could not wait) is taken out of the line and answered nil,
+-- message; one whose job was sent waits for its round trip's end, as a
+-- single schedule does.
+local semaphore = require("ngx.semaphore")
+
+local unpack = table.unpack or unpack -- luacheck: ignore
+
+local M = {}
+
+-- The most jobs one round trip carries (a caller past it waits for the
+-- next): a bound on the script's arguments and on the time it holds Redis.
+M.MAX = 256
+
+-- How long a caller waits for the round trips before its own, and for its
+-- own: longer than any socket timeout a client sets. Past it, with the
+-- round trip before still unanswered, its sender is taken as gone (its
+-- request ended while it waited) and the next in line sends.
+M.WAIT = 60
+
+local Batch = {}
+Batch.__index = Batch
+
+--- b = redis_batch.new(send): send(jobs) makes one round trip with the
+-- jobs (a list of the engine's `add` arguments) and returns the reply, or
+-- nil and a message.
+function M.new(send)
+  return setmetatable({ send = send, line = {}, busy = false, since = 0, trips = 0 }, Batch)
+end
+
+-- Answer the callers of a round trip: its reply, or its error.
+local function answer(entries, res, err)
+  for i = 1, #entries do
+    local e = entries[i]
+    e.done, e.res, e.err = true, res, err
+    if e.sema then e.sema:post(1) end
+  end
+end
+
+-- One round trip: up to MAX of the line, first come first.
+local function trip(self)
+  local line = self.line
+  local n = math.min(#line, M.MAX)
+  local entries, jobs = {}, {}
+  for i = 1, n do
+    entries[i], jobs[i] = line[i], line[i].job
+  end
+  self.line = { unpack(line, n + 1) }
+  self.busy, self.since, self.trips = true, ngx.now(), self.trips + 1
+  local ok, res, err = pcall(self.send, jobs)
+  if not ok then res, err = nil, tostring(res) end
+  answer(entries, res, err)
+end
+
+-- After a round trip: the first in line (if any) sends the next.
+local function hand_on(self)
+  local first = self.line[1]
+  if first then
+    first.lead = true
+    first.sema:post(1)
+  else
+    self.busy = false
+  end
+end
+
+local function leave_line(self, e)
+  local line = self.line
+  for i = 1, #line do
+    if line[i] == e then return table.remove(line, i) end
+  end
+end
+
+-- Wait for a round trip that carries e, or for e's turn to send one.
+-- Returns true, or nil and a message when e was never sent.
+local function wait(self, e)
+  e.sema = semaphore.new()
+  while true do
+    local ok, err = pcall(e.sema.wait, e.sema, M.WAIT)
+    if not ok then -- a context that cannot wait (its job cannot go in a cosocket either)
+      leave_line(self, e)
+      return nil, "cannot wait for the round trip in flight here: " .. tostring(err)
+    end
+    if e.done or e.lead then return true end
+    if leave_line(self, e) then
+      if ngx.now() - self.since < M.WAIT then
+        return nil, "no round trip to Redis ended in " .. M.WAIT .. " s"
+      end
+      -- the sender of the round trip before is gone: e sends next
+      table.insert(self.line, 1, e)
+      e.lead = true
+      return true
+    end
+    -- sent, unanswered: wait on, as its sender does
+  end
+end
+
+--- res, err, sent = b:add(job): store `job` with those of the other
+-- callers waiting now; returns send's reply for its round trip (or nil and
+-- its message), and `sent` true for the caller that sent it.
+function Batch:add(job)
+  local e = { job = job }
+  local line = self.line
+  line[#line + 1] = e
+  if self.busy then
+    local ok, err = wait(self, e)
+    if not ok then return nil, err end
+    if e.done then return e.res, e.err, false end
+  end
+  trip(self) -- e's turn: its round trip, then the next sender's
+  hand_on(self)
+  return e.res, e.err, true
+end
+
+return M

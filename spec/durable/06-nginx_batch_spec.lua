@@ -1,0 +1,243 @@
+-- In nginx, the schedules that concurrent requests of one worker make
+-- through lua-resty-redis share round trips to Redis (issue 21,
+-- hwtimer.durable.redis_batch): fewer `add` calls than jobs, each request
+-- answered with its own job's id, every job stored and run once; a Redis
+-- that stops with a round trip in flight answers every waiting request
+-- nil, message, and loses none of the jobs accepted before. One worker, a
+-- real redis-server with an append-only file fsynced at every write (so
+-- that kill -9 loses nothing it acknowledged). Runs in the LuaJIT spec run.
+local N = require("spec.nginx")
+local socket = require("socket")
+
+local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
+
+local CONF = [[
+@HEAD@
+events { worker_connections 1024; }
+http {
+  access_log off;
+  lua_package_path "@LPATH@;/usr/share/lua/5.1/?.lua;;";
+  lua_package_cpath "@CPATH@;;";
+  init_worker_by_lua_block {
+    local durable = require("hwtimer.durable")
+    local timer = assert(require("hwtimer.ngx").new({ tick = 0.001 }))
+    local function connect()
+      local r = require("nginx.redis"):new()
+      r:set_timeout(5000)
+      local ok, err = r:connect("127.0.0.1", @REDIS@)
+      if not ok then return nil, err end
+      return r
+    end
+    -- (a job's run goes to the ledger with LPUSH: RPUSH is the `add` script's alone)
+    local function ledger(job)
+      local r = assert(connect())
+      assert(r:lpush("ledger", job.payload .. " " .. job.id))
+      r:set_keepalive(10000, 16)
+    end
+    require("hwtimer.durable.ngx").open("q", timer, { redis = connect, prefix = "batch", poll = 0.02,
+      on_error = function(err) ngx.log(ngx.WARN, "durable: ", tostring(err)) end }, function(q)
+      q:handle("count", ledger)
+    end)
+  }
+  server {
+    listen 127.0.0.1:@PORT@;
+    location = /ping { content_by_lua_block {
+      local q = require("hwtimer.durable.ngx").get("q", 0)
+      ngx.say(q and "open" or "opening")
+    } }
+    # one job: "ok ID" or "nil MESSAGE"
+    location = /one { content_by_lua_block {
+      local a = ngx.req.get_uri_args()
+      local q, err = require("hwtimer.durable.ngx").get("q")
+      local id
+      if q then id, err = q:schedule("count", tonumber(a.delay), a.tag .. "-" .. a.i) end
+      ngx.say(id and "ok " .. id or "nil " .. tostring(err))
+    } }
+    # n requests to /one at once (through cosockets to this worker): their
+    # answers, one a line, "i ok ID" or "i nil MESSAGE"
+    location = /fan { content_by_lua_block {
+      local a = ngx.req.get_uri_args()
+      local threads = {}
+      for i = 1, tonumber(a.n) do
+        threads[i] = ngx.thread.spawn(function()
+          local s = ngx.socket.tcp()
+          s:settimeout(30000)
+          assert(s:connect("127.0.0.1", @PORT@))
+          assert(s:send("GET /one?tag=" .. a.tag .. "&i=" .. i .. "&delay=" .. a.delay ..
+            " HTTP/1.0\r\nHost: x\r\n\r\n"))
+          local reply = assert(s:receive("*a"))
+          s:close()
+          return (reply:match("\r\n\r\n(.-)\n?$"))
+        end)
+      end
+      for i = 1, #threads do
+        local ok, line = ngx.thread.wait(threads[i])
+        ngx.say(i, " ", ok and line or "thread failed: " .. tostring(line))
+      end
+    } }
+  }
+}
+]]
+
+-- One command to the redis-server (RESP); the reply.
+local function redis_cmd(port, ...)
+  local c = socket.tcp()
+  c:settimeout(5)
+  assert(c:connect("127.0.0.1", port))
+  local out = { "*" .. select("#", ...) }
+  for _, a in ipairs({ ... }) do
+    a = tostring(a)
+    out[#out + 1] = "$" .. #a
+    out[#out + 1] = a
+  end
+  assert(c:send(table.concat(out, "\r\n") .. "\r\n"))
+  local function read()
+    local line = assert(c:receive("*l"))
+    local kind, rest = line:sub(1, 1), line:sub(2)
+    if kind == "+" then return rest end
+    if kind == "-" then error(rest) end
+    if kind == ":" then return tonumber(rest) end
+    local n = tonumber(rest)
+    if n < 0 then return nil end
+    if kind == "$" then return assert(c:receive(n + 2)):sub(1, n) end
+    local list = {}
+    for i = 1, n do list[i] = read() end
+    return list
+  end
+  local reply = read()
+  c:close()
+  return reply
+end
+
+-- How many RPUSH the server has run: one per `add` script call.
+local function rpush_calls(port)
+  local info = redis_cmd(port, "INFO", "commandstats")
+  return tonumber(info:match("cmdstat_rpush:calls=(%d+)")) or 0
+end
+
+-- The ledger: payload -> list of the ids its runs had.
+local function ledger(port)
+  local runs, n = {}, 0
+  for _, line in ipairs(redis_cmd(port, "LRANGE", "ledger", 0, -1)) do
+    local payload, id = line:match("^(%S+) (%S+)$")
+    runs[payload] = runs[payload] or {}
+    table.insert(runs[payload], id)
+    n = n + 1
+  end
+  return runs, n
+end
+
+-- A /fan's answers: i -> { ok = id } or { err = message }.
+local function answers(body)
+  local out = {}
+  for i, rest in body:gmatch("(%d+) ([^\n]*)") do
+    local id = rest:match("^ok (%S+)$")
+    out[tonumber(i)] = id and { ok = id } or { err = rest:match("^nil (.*)$") or rest }
+  end
+  return out
+end
+
+describe("OpenResty: schedules of concurrent requests share round trips to Redis", function()
+  if os.getenv("HWT_QUICK") then
+    it("runs in the LuaJIT run of the source tree", function()
+      pending("spec/durable/06-nginx_batch runs in the LuaJIT run of the source tree")
+    end)
+    return
+  end
+  if not N.ready then
+    it("needs LuaJIT, nginx and its Lua module", function()
+      pending("runs in the LuaJIT spec run with Debian's nginx and libnginx-mod-http-lua")
+    end)
+    return
+  end
+
+  local redis, port, nginx
+
+  local function start()
+    nginx = N.start(N.config(CONF, { PORT = port, REDIS = redis.port }))
+    assert(N.wait_listening(port, "/ping"), nginx.log())
+    for _ = 1, 100 do
+      if select(2, N.get(port, "/ping")):find("open", 1, true) == 1 then return end
+      socket.sleep(0.05)
+    end
+    error("the queue did not open: " .. nginx.log())
+  end
+
+  setup(function()
+    redis = N.persistent_redis()
+    redis.start()
+    port = N.free_port()
+    start()
+  end)
+
+  teardown(function()
+    if nginx then nginx.stop() end
+    redis.stop()
+  end)
+
+  it("64 requests at once: fewer add calls than jobs, each its own id, every job stored and run once", function()
+    local n = 64
+    local before = rpush_calls(redis.port)
+    local status, body = N.get(port, "/fan?n=" .. n .. "&tag=a&delay=0.5", 30)
+    assert.equal(200, status, body)
+    local trips = rpush_calls(redis.port) - before
+    local got, ids = answers(body), {}
+    for i = 1, n do
+      assert.truthy(got[i] and got[i].ok, "request " .. i .. ": " .. tostring(got[i] and got[i].err))
+      assert.is_nil(ids[got[i].ok], "id given twice: " .. got[i].ok)
+      ids[got[i].ok] = i
+    end
+    assert.is_true(trips >= 1 and trips < n, trips .. " add calls for " .. n .. " jobs")
+    -- every job runs once, with the id its own request was answered
+    local limit = socket.gettime() + 10 * SLOW
+    local runs, total = ledger(redis.port)
+    while total < n and socket.gettime() < limit do
+      socket.sleep(0.05)
+      runs, total = ledger(redis.port)
+    end
+    socket.sleep(1) -- past the sweep and the poll: a second run would show
+    runs, total = ledger(redis.port)
+    assert.equal(n, total)
+    for i = 1, n do
+      assert.same({ got[i].ok }, runs["a-" .. i], "job a-" .. i)
+    end
+    print(string.format("\n    64 concurrent schedules: %d add calls (round trips)", trips))
+  end)
+
+  it("answers every waiting request nil, message when Redis stops mid-batch, and loses none accepted", function()
+    -- accepted first: due in 2 s, after Redis is back
+    local status, body = N.get(port, "/fan?n=16&tag=kept&delay=2", 30)
+    assert.equal(200, status, body)
+    local kept = answers(body)
+    for i = 1, 16 do assert.truthy(kept[i].ok, body) end
+    -- Redis frozen (the round trip in flight stays unanswered, the other
+    -- requests wait for it in line), then killed
+    assert(os.execute("kill -STOP " .. redis.pid))
+    local c = socket.tcp()
+    c:settimeout(30)
+    assert(c:connect("127.0.0.1", port))
+    c:send("GET /fan?n=64&tag=lost&delay=0.2 HTTP/1.0\r\nHost: x\r\n\r\n")
+    socket.sleep(0.5 * SLOW)
+    redis.kill9()
+    local reply = assert(c:receive("*a"))
+    c:close()
+    local got = answers(reply:match("\r\n\r\n(.*)$"))
+    for i = 1, 64 do
+      assert.truthy(got[i] and got[i].err, "request " .. i .. " was answered " .. tostring(got[i] and got[i].ok))
+      assert.matches("^hwtimer.durable: ", got[i].err)
+    end
+    -- back with what it acknowledged: the 16 accepted run once, none refused does
+    redis.start()
+    local limit = socket.gettime() + 15 * SLOW
+    local runs, total = ledger(redis.port)
+    while total < 16 and socket.gettime() < limit do
+      socket.sleep(0.1)
+      runs, total = ledger(redis.port)
+    end
+    socket.sleep(1)
+    runs = ledger(redis.port)
+    for i = 1, 16 do assert.same({ kept[i].ok }, runs["kept-" .. i], "job kept-" .. i) end
+    for i = 1, 64 do assert.is_nil(runs["lost-" .. i], "job lost-" .. i .. " was refused, and ran") end
+    assert.is_nil(nginx.log():find("[crit]", 1, true), nginx.log())
+  end)
+end)
