@@ -40,6 +40,8 @@ build = {
     ["hwtimer.durable.redis"] = "lua/hwtimer/durable/redis.lua",
     ["hwtimer.durable.sqlite"] = "lua/hwtimer/durable/sqlite.lua", -- needs hwtimer-sqlite's C module
     ["hwtimer.durable.redis_scripts"] = "lua/hwtimer/durable/redis_scripts.lua",
+    ["hwtimer.durable.redis_client"] = "lua/hwtimer/durable/redis_client.lua",
+    ["hwtimer.durable.redis_batch"] = "lua/hwtimer/durable/redis_batch.lua",
     ["hwtimer.core"] = {
       sources = { "csrc/wheel.c", "csrc/worker.c", "csrc/driver.c", "csrc/pipe.c", "csrc/clock.c",
                   "csrc/lbase.c", "csrc/larm.c", "csrc/ltimer.c", "csrc/ltimeout.c", "csrc/lstats.c",

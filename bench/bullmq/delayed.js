@@ -3,7 +3,9 @@
 // hwtimer.durable's Redis mode in `make bench`. One line per figure, worded
 // like bench/durable.lua's so that the rows sit side by side.
 //   node bench/bullmq/delayed.js [scale]
-// scale 1 (default): 20,000 adds one at a time, 100,000 in addBulk calls of
+//   node bench/bullmq/delayed.js --concurrent CONC SECS   (that figure alone)
+// scale 1 (default): 20,000 adds one at a time, 64 callers adding at once
+// for 5 s (each awaits its add, as a request would), 100,000 in addBulk calls of
 // 1,000 (these 10^5 jobs also give Redis memory per delayed job), lateness
 // of 1,000 jobs due in 1-2 s (a load one worker keeps up with) and of 20,000
 // (bench/durable.lua's load), each with one worker process and with four
@@ -166,6 +168,46 @@ async function lateness(redis, n, workers, note = '') {
     `max ${late[late.length - 1].toFixed(2)} ms, early ${early}`);
 }
 
+// Delayed jobs added by `conc` callers at once, each awaiting its add
+// before the next (as `conc` requests of a server would), for `secs`
+// seconds; returns adds per second.
+async function concurrentAdds(queue, conc, secs) {
+  let n = 0;
+  const end = now() + secs;
+  const caller = async () => {
+    while (now() < end) {
+      await queue.add('far', {}, { delay: 3600e3 });
+      n++;
+    }
+  };
+  const t0 = now();
+  await Promise.all(Array.from({ length: conc }, caller));
+  return n / (now() - t0);
+}
+
+function concurrentLine(conc, rate) {
+  return `bullmq delayed adds, ${conc} at once (${conc} concurrent queue.add calls, one connection): ` +
+    `${rate.toFixed(0)} /s`;
+}
+
+// `node delayed.js --concurrent CONC SECS`: that figure alone, on a
+// redis-server of its own (bench/durable_ngx.lua runs it between its own
+// runs); its last line is the rate alone.
+async function concurrentMain(conc, secs) {
+  const redis = await startRedis();
+  try {
+    const queue = new Queue(QUEUE, { connection: { host: '127.0.0.1', port: redis.port } });
+    await queue.waitUntilReady();
+    await queue.add('far', {}, { delay: 3600e3 }); // the scripts loaded before the clock starts
+    const rate = await concurrentAdds(queue, conc, secs);
+    console.log(concurrentLine(conc, rate));
+    console.log(rate.toFixed(0));
+    await queue.close();
+  } finally {
+    await redis.stop();
+  }
+}
+
 // ---- the figures ------------------------------------------------------------
 
 async function main() {
@@ -191,6 +233,9 @@ async function main() {
     let t0 = now();
     for (let i = 0; i < nOne; i++) await queue.add('far', {}, { delay: 3600e3 });
     console.log(`bullmq delayed adds one at a time (queue.add, await each): ${(nOne / (now() - t0)).toFixed(0)} /s  (${nOne} jobs)`);
+
+    await redis.client.flushall();
+    console.log(concurrentLine(64, await concurrentAdds(queue, 64, Math.max(1, 5 * scale))));
 
     await redis.client.flushall();
     await sleep(200);
@@ -221,6 +266,9 @@ async function main() {
 
 if (process.argv[2] === '--worker') {
   workerMain(Number(process.argv[3])).catch((e) => { console.error(e); process.exit(1); });
+} else if (process.argv[2] === '--concurrent') {
+  concurrentMain(Number(process.argv[3] || '64'), Number(process.argv[4] || '5'))
+    .catch((e) => { console.error('bench/bullmq: ' + (e.stack || e)); process.exit(1); });
 } else {
   main().catch((e) => { console.error('bench/bullmq: ' + (e.stack || e)); process.exit(1); });
 }

@@ -1,0 +1,135 @@
+--- hwtimer.durable.redis_client: the Redis engine's calls to the server,
+-- and the server's clock as the engine tracks it (hwtimer.durable.redis
+-- installs these as its methods). A call gives `nil, message` whichever
+-- client raised or returned it, drops a broken connection (the next call
+-- gets a new one when opts.redis was a function), and survives NOSCRIPT.
+local scripts = require("hwtimer.durable.redis_scripts")
+
+local M = {}
+
+-- The clock the window runs on: the timer's monotonic clock, corrected by
+-- the server's TIME from every reply (see M.sync).
+local mono
+do
+  local ok, core = pcall(require, "hwtimer.core")
+  if ok and core.now then
+    mono = core.now
+  elseif rawget(_G, "ngx") then
+    mono = ngx.now -- luacheck: ignore
+  else
+    mono = require("socket").gettime
+  end
+end
+
+---------------------------------------------------------------------------
+-- The client: calls that give nil, message and survive NOSCRIPT
+---------------------------------------------------------------------------
+
+-- A reply's nil: resty's ngx.null (a lightuserdata) or plain nil.
+local function null(v) return v == nil or type(v) == "userdata" end
+
+-- Strip what redis-lua puts before the server's message.
+local function server_error(msg)
+  msg = tostring(msg)
+  local m = msg:match("redis error: (.*)$")
+  if m then return m, true end
+  msg = msg:gsub("^[^:]*%.lua:%d+: ", "") -- redis-lua's own raise: where it was
+  -- resty: the server's message as it came ("ERR ...", "NOSCRIPT ...")
+  return msg, msg:match("^[A-Z][A-Z]+ ") ~= nil
+end
+
+local function client(self)
+  if self.client then return self.client end
+  if not self.connect then return nil, "no connection (the Redis client was lost)" end
+  local ok, c, err = pcall(self.connect)
+  if not ok or null(c) or not c then
+    return nil, "cannot connect: " .. tostring(ok and err or c)
+  end
+  -- lua-resty-redis's, in nginx: one from the pool for each command, never
+  -- kept here (commands of different contexts run at once: each yields)
+  self.pooled = rawget(_G, "ngx") ~= nil and type(c.set_keepalive) == "function"
+  if not self.pooled then self.client = c end
+  return c
+end
+
+-- One command on the client: res or nil, message, server (true when the
+-- server answered with an error, false when the connection failed).
+-- A lua-resty-redis client made by opts.redis (a function) goes back to
+-- nginx's pool after each command and is taken again for the next: a
+-- cosocket belongs to the request or timer context that made it, and the
+-- jobs run in many.
+function M.command(self, method, ...)
+  local c, err = client(self)
+  if not c then return nil, err, false end
+  local ok, res, e = pcall(c[method], c, ...)
+  local msg, from_server
+  if not (ok and res and not null(res)) then
+    msg, from_server = server_error(ok and (e or "no reply") or res)
+    if self.connect and not from_server then self.client = nil end -- a new one next time
+  end
+  if self.pooled and (res or from_server) then pcall(c.set_keepalive, c, 10000, 16) end
+  if msg then return nil, msg, from_server end
+  return res
+end
+
+local function load_script(self, name)
+  local sha, err, from_server = self:command("script", "load", scripts[name])
+  if not sha then return nil, err, from_server end
+  self.sha[name] = sha
+  return sha
+end
+
+-- Run script `name` with the queue's four keys and `...` as ARGV. Loaded
+-- on first use, again after NOSCRIPT (a restarted or flushed server), and
+-- sent whole with EVAL when even that fails.
+function M.run(self, name, ...)
+  local k = self.keys
+  local sha = self.sha[name]
+  local res, err, sent
+  if sha then
+    sent = mono()
+    res, err = self:command("evalsha", sha, 4, k[1], k[2], k[3], k[4], ...)
+    if res or not err:find("^NOSCRIPT") then return self:sync(res, err, sent) end
+  end
+  local from_server
+  sha, err, from_server = load_script(self, name)
+  if not sha and not from_server then return nil, err end -- no server to send it whole to either
+  sent = mono()
+  if sha then
+    res, err = self:command("evalsha", sha, 4, k[1], k[2], k[3], k[4], ...)
+  else
+    res, err = self:command("eval", scripts[name], 4, k[1], k[2], k[3], k[4], ...)
+  end
+  return self:sync(res, err, sent)
+end
+
+-- Every reply starts with the server's TIME, read when its script began:
+-- somewhere between our send and our receipt. Each reply bounds the offset
+-- of the server's clock from ours (TIME - receipt <= offset <= TIME - send);
+-- the bounds kept are the tightest seen, each widened by a drift of 500 ppm
+-- since, and the offset is their middle. Taking the receipt alone would make
+-- the clock as late as a long script (a large batch) took, and every job
+-- loaded with it would fire that much late.
+local DRIFT = 5e-4
+
+function M.sync(self, res, err, sent)
+  if not res then return nil, err end
+  local got, server = mono(), tonumber(res[1]) / 1e6
+  local lo, hi = server - got, server - sent
+  local widen = (got - self.synced_at) * DRIFT
+  local old_lo, old_hi = self.offset_lo - widen, self.offset_hi + widen
+  if lo < old_lo then lo = old_lo end
+  if hi > old_hi then hi = old_hi end
+  if lo > hi then lo, hi = server - got, server - sent end -- a clock stepped: start over
+  self.offset_lo, self.offset_hi, self.synced_at = lo, hi, got
+  self.offset = (lo + hi) / 2
+  return res
+end
+
+--- The server's clock, as this process estimates it (epoch seconds).
+function M.now(self) return mono() + self.offset end
+
+
+M.mono = mono
+
+return M
