@@ -308,6 +308,9 @@ BENCH_BUILD := $(MODULE) $(CBUILD)/core_bench $(CBUILD)/floor build/netty/NettyB
 
 # hwtimer.ngx against ngx.timer.at in a real nginx (LuaJIT module).
 NGX_BENCH := HWT_NGX_PATH='$(CURDIR)/lua/?.lua' HWT_NGX_CPATH='$(CURDIR)/build/jit/?.so' $(LUA) bench/ngx.lua
+# hwtimer.durable on Redis in nginx, 4 workers x 64 concurrent schedules,
+# beside BullMQ's 64 concurrent adds (bench/bullmq's packages, when installed).
+NGX_DURABLE_BENCH := HWT_NGX_PATH='$(CURDIR)/lua/?.lua' HWT_NGX_CPATH='$(CURDIR)/build/jit/?.so' $(LUA) bench/durable_ngx.lua
 
 bench: deps-bench
 	@$(MAKE) --no-print-directory $(BENCH_BUILD)
@@ -320,6 +323,7 @@ bench: deps-bench
 	$(RUN_ENV) $(LUA) bench/durable.lua 1 $(CBUILD)
 	$(CBUILD)/sqlite_floor $(CBUILD) $(CBUILD)/durable_schema.sql 20000 200000 NORMAL 100000
 	@$(MAKE) --no-print-directory bench-bullmq
+	$(NGX_DURABLE_BENCH) 3 5
 
 # The peer of the durable Redis mode: BullMQ's delayed jobs on a redis-server
 # of their own (bench/bullmq, npm packages pinned by its package-lock.json).
@@ -345,6 +349,7 @@ bench-quick: deps-bench
 	$(RUN_ENV) $(LUA) bench/bench.lua 1 0.1
 	$(RUN_ENV) $(LUA) bench/timers.lua 0.1
 	$(NGX_BENCH) 1 0.1
+	$(NGX_DURABLE_BENCH) 1 1
 
 # What the two rocks install (hwtimer.sqlite where SQLite's header is found).
 install: $(MODULE) sqlite
