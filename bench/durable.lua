@@ -208,8 +208,8 @@ local ok, err = pcall(function()
   -- Schedules per second: a script call each, then q:batch of 1,000 (one
   -- call each). One at a time, beside its floor: round trips of the same
   -- client with the least a script can do (read TIME); over loopback TCP,
-  -- then over the server's unix socket. The two alternate, five rounds of
-  -- a fifth each (the machine is shared and noisy): medians, their ratio.
+  -- then over the server's unix socket. The two alternate, ten rounds of
+  -- a tenth each (the machine is shared and noisy): medians, their ratio.
   -- The schedules' figure includes moving the intake into the buckets and
   -- slots (no other process polls this queue: the scheduler does it, once
   -- in INTAKE_MAX schedules).
@@ -219,7 +219,7 @@ local ok, err = pcall(function()
   end
   do
     local timer, q = hwtimer.new(), nil
-    local rounds, per = 5, math.floor(n_one / 5)
+    local rounds, per = 10, math.floor(n_one / 10)
     for _, via in ipairs({ { "TCP", connect }, { "unix socket", connect_unix } }) do
       local c = via[2]()
       q = assert(durable.open(timer, { redis = c, prefix = "bench_schedule" }))
@@ -254,8 +254,8 @@ local ok, err = pcall(function()
       assert(poller:read("*l") == "polling")
       local sha = c:script("load", "return redis.call('TIME')")
       local ours, floor_ = {}, {}
-      local per = math.floor(n_one / 5)
-      for r = 1, 5 do
+      local per = math.floor(n_one / 10)
+      for r = 1, 10 do
         local t0 = hwtimer.now()
         for _ = 1, per do assert(q:schedule("far", 3600)) end
         ours[r] = per / (hwtimer.now() - t0)

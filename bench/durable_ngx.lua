@@ -137,10 +137,14 @@ local function ours()
       socket.sleep(0.05)
     end
     assert(stats(port).opened >= WORKERS, "the queues did not open: " .. nginx.log())
+    -- RPUSH calls (one per add call) and the scripts' time in Redis (us)
     local calls = function()
-      return tonumber(redis_cli(redis.port, "info commandstats"):match("cmdstat_rpush:calls=(%d+)")) or 0
+      local info = redis_cli(redis.port, "info commandstats")
+      return tonumber(info:match("cmdstat_rpush:calls=(%d+)")) or 0,
+        tonumber(info:match("cmdstat_evalsha:calls=%d+,usec=(%d+)")) or 0
     end
-    local before, cpu0 = calls(), cpu(redis, nginx)
+    local before, usec0 = calls()
+    local cpu0 = cpu(redis, nginx)
     N.get(port, "/go?secs=" .. SECS)
     socket.sleep(SECS + 0.2)
     local s
@@ -153,7 +157,9 @@ local function ours()
     local cpu1 = cpu(redis, nginx)
     local pending = tonumber(redis_cli(redis.port, "hget '{bench:default}:meta' jobs")) or 0
     local intake = tonumber(redis_cli(redis.port, "llen '{bench:default}:in'")) or 0
-    return { rate = s.jobs / SECS, jobs = s.jobs, failed = s.failed, trips = calls() - before,
+    local after, usec1 = calls()
+    return { rate = s.jobs / SECS, jobs = s.jobs, failed = s.failed, trips = after - before,
+             scripts = (usec1 - usec0) / 1e6,
              stored = pending + intake, redis_cpu = cpu1.redis - cpu0.redis, nginx_cpu = cpu1.nginx - cpu0.nginx }
   end)
   if nginx then nginx.stop() end
@@ -192,9 +198,9 @@ for run = 1, RUNS do
   rates[run] = r.rate
   print(string.format("durable (Redis) in nginx, %d workers x %d concurrent schedules: %.0f jobs/s stored " ..
     "(%d jobs in %g s, %d failed; %d add calls, %.1f jobs a round trip; %d in the store after; " ..
-    "CPU per job: redis-server %.1f us, nginx workers %.1f us)",
+    "CPU per job: redis-server %.1f us (%.1f in the scripts), nginx workers %.1f us)",
     WORKERS, CALLERS, r.rate, r.jobs, SECS, r.failed, r.trips, r.jobs / math.max(1, r.trips), r.stored,
-    r.redis_cpu / r.jobs * 1e6, r.nginx_cpu / r.jobs * 1e6))
+    r.redis_cpu / r.jobs * 1e6, r.scripts / r.jobs * 1e6, r.nginx_cpu / r.jobs * 1e6))
   local b
   b, why = bullmq()
   if b then
