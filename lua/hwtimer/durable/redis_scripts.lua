@@ -19,7 +19,7 @@
 --   {p:q}:meta       hash: app = hwtimer.durable, format = 3, buckets (how
 --                    many job buckets), jobs (how many jobs, dead ones too)
 --   {p:q}:in         list, the intake: jobs with fresh ids as `add` took
---                    them ("now:" and the job as `put` reads it), not yet
+--                    them (TIME's "s us " and the job as `put` reads it), not yet
 --                    in a bucket and a slot; every other script moves them
 --                    there first (see S.add)
 -- KEYS are always {p:q}:j, kinds, dead, meta; the others are derived from
@@ -373,10 +373,12 @@ local function drain()
   if #items == 0 then return end
   redis.call('DEL', INTAKE)
   local kinds = {}
+  local find, sub = string.find, string.sub
   for i = 1, #items do
     local e = items[i]
-    local c = string.find(e, ':', 1, true)
-    put_jobs(string.sub(e, c + 1), tonumber(string.sub(e, 1, c - 1)), kinds)
+    local a = find(e, ' ', 1, true)
+    local b = find(e, ' ', a + 1, true)
+    put_jobs(sub(e, b + 1), tonumber(sub(e, 1, a - 1)) * 1000000 + tonumber(sub(e, a + 1, b - 1)), kinds)
   end
   for kind, list in pairs(kinds) do ready_add(kind, list) end
   -- (the count written here: not every script that drains ends with done)
@@ -512,16 +514,22 @@ return done(out)
 -- next other script moves them into their buckets and slots, many at a
 -- time. It does no more than that: the prelude's functions alone cost more
 -- than TIME and RPUSH (closures made at every call), a job's bucket and
--- slot six commands, even string.format and arithmetic on the time a
--- microsecond (Redis 7.0, measured); the client adds a job's delay to this
--- now itself. Returns { now, the intake's length }.
+-- slot six commands, string.format on the time a microsecond (Redis 7.0,
+-- measured); the client adds a job's delay to this now itself. An entry is
+-- "seconds microseconds job" (TIME's two fields as they come). Returns
+-- { now (an integer reply), the intake's length }.
 S.add = [[
 local t = redis.call('TIME')
-local us = t[2]
-local now = t[1] .. string.sub('000000', #us + 1) .. us
-local at, items = now .. ':', {}
-for i = 1, #ARGV do items[i] = at .. ARGV[i] end
-return { now, redis.call('RPUSH', string.sub(KEYS[1], 1, -3) .. ':in', unpack(items)) }
+local at, intake = t[1] .. ' ' .. t[2] .. ' ', string.sub(KEYS[1], 1, -3) .. ':in'
+local n
+if #ARGV == 1 then
+  n = redis.call('RPUSH', intake, at .. ARGV[1])
+else
+  local items = {}
+  for i = 1, #ARGV do items[i] = at .. ARGV[i] end
+  n = redis.call('RPUSH', intake, unpack(items))
+end
+return { t[1] * 1000000 + t[2], n }
 ]]
 
 -- Drain: the intake into the buckets and slots. Returns { now }.
