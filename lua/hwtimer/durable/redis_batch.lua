@@ -14,7 +14,9 @@
 -- exactly the jobs it carried, and no other). A caller whose job was never
 -- sent (it could not wait) is taken out of the line and answered nil,
 -- message; one whose job was sent waits for its round trip's end, as a
--- single schedule does.
+-- single schedule does, up to WAIT: past it, its sender is gone (nginx ended
+-- that request mid-round trip), and it is answered nil and a message that
+-- says the job may be stored (as a single schedule's socket timeout would).
 local semaphore = require("ngx.semaphore")
 
 local unpack = table.unpack or unpack -- luacheck: ignore
@@ -28,7 +30,7 @@ M.MAX = 256
 -- How long a caller waits for the round trips before its own, and for its
 -- own: longer than any socket timeout a client sets. Past it, with the
 -- round trip before still unanswered, its sender is taken as gone (its
--- request ended while it waited) and the next in line sends.
+-- request ended while it waited) and the first in line sends the next.
 M.WAIT = 60
 
 local Batch = {}
@@ -57,6 +59,7 @@ local function trip(self)
   local entries, jobs = {}, {}
   for i = 1, n do
     entries[i], jobs[i] = line[i], line[i].job
+    line[i].sent = true
   end
   self.line = { unpack(line, n + 1) }
   self.busy, self.since, self.trips = true, ngx.now(), self.trips + 1
@@ -83,28 +86,27 @@ local function leave_line(self, e)
   end
 end
 
--- Wait for a round trip that carries e, or for e's turn to send one.
--- Returns true, or nil and a message when e was never sent.
+-- Wait for a round trip that carries e, or for e's turn to send one (a
+-- post comes for nothing else). Returns true, or nil and a message.
 local function wait(self, e)
   e.sema = semaphore.new()
-  while true do
-    local ok, err = pcall(e.sema.wait, e.sema, M.WAIT)
-    if not ok then -- a context that cannot wait (its job cannot go in a cosocket either)
-      leave_line(self, e)
-      return nil, "cannot wait for the round trip in flight here: " .. tostring(err)
-    end
-    if e.done or e.lead then return true end
-    if leave_line(self, e) then
-      if ngx.now() - self.since < M.WAIT then
-        return nil, "no round trip to Redis ended in " .. M.WAIT .. " s"
-      end
-      -- the sender of the round trip before is gone: e sends next
-      table.insert(self.line, 1, e)
-      e.lead = true
-      return true
-    end
-    -- sent, unanswered: wait on, as its sender does
+  local ok, err = pcall(e.sema.wait, e.sema, M.WAIT)
+  if not ok then -- a context that cannot wait (its job cannot go in a cosocket either)
+    leave_line(self, e)
+    return nil, "cannot wait for the round trip in flight here: " .. tostring(err)
   end
+  if e.done or e.lead then return true end
+  if e.sent then -- its sender's request ended in the round trip (killed)
+    return nil, "no answer from Redis in " .. M.WAIT .. " s (the job may be stored)"
+  end
+  leave_line(self, e)
+  if ngx.now() - self.since < M.WAIT then
+    return nil, "no round trip to Redis ended in " .. M.WAIT .. " s"
+  end
+  -- the sender of the round trip before is gone: e sends next
+  table.insert(self.line, 1, e)
+  e.lead = true
+  return true
 end
 
 --- res, err, sent = b:add(job): store `job` with those of the other
