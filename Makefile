@@ -349,7 +349,6 @@ bench-quick: deps-bench
 	$(RUN_ENV) $(LUA) bench/bench.lua 1 0.1
 	$(RUN_ENV) $(LUA) bench/timers.lua 0.1
 	$(NGX_BENCH) 1 0.1
-	$(NGX_DURABLE_BENCH) 1 1
 
 # What the two rocks install (hwtimer.sqlite where SQLite's header is found).
 install: $(MODULE) sqlite
