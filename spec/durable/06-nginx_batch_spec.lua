@@ -3,7 +3,8 @@
 -- hwtimer.durable.redis_batch): fewer `add` calls than jobs, each request
 -- answered with its own job's id, every job stored and run once; a Redis
 -- that stops with a round trip in flight answers every waiting request
--- nil, message, and loses none of the jobs accepted before. One worker, a
+-- nil, message, and loses none of the jobs accepted before; the intake of a
+-- queue no process polls is moved in by a timer. One worker, a
 -- real redis-server with an append-only file fsynced at every write (so
 -- that kill -9 loses nothing it acknowledged). Runs in the LuaJIT spec run.
 local N = require("spec.nginx")
@@ -38,6 +39,8 @@ http {
       on_error = function(err) ngx.log(ngx.WARN, "durable: ", tostring(err)) end }, function(q)
       q:handle("count", ledger)
     end)
+    -- a queue no process polls (no handler): only its schedulers move its intake in
+    require("hwtimer.durable.ngx").open("far", timer, { redis = connect, prefix = "far" })
   }
   server {
     listen 127.0.0.1:@PORT@;
@@ -52,6 +55,17 @@ http {
       local id
       if q then id, err = q:schedule("count", tonumber(a.delay), a.tag .. "-" .. a.i) end
       ngx.say(id and "ok " .. id or "nil " .. tostring(err))
+    } }
+    # n jobs in the queue "far", one after another: "ok" or the first error
+    location = /far { content_by_lua_block {
+      local q, err = require("hwtimer.durable.ngx").get("far")
+      for _ = 1, tonumber(ngx.var.arg_n) do
+        if not q then break end
+        local id
+        id, err = q:schedule("far", 3600)
+        if not id then break end
+      end
+      ngx.say(err and "nil " .. tostring(err) or "ok")
     } }
     # n requests to /one at once (through cosockets to this worker): their
     # answers, one a line, "i ok ID" or "i nil MESSAGE"
@@ -202,6 +216,23 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
       assert.same({ got[i].ok }, runs["a-" .. i], "job a-" .. i)
     end
     print(string.format("\n    64 concurrent schedules: %d add calls (round trips)", trips))
+  end)
+
+  it("moves the intake of a queue no process polls in, in a timer, once it holds 500 jobs", function()
+    local status, body = N.get(port, "/far?n=499", 30)
+    assert.equal("ok\n", body, status)
+    socket.sleep(0.3) -- (a poll would have moved them in by now: there is none)
+    assert.equal(499, redis_cmd(redis.port, "LLEN", "{far:default}:in"))
+    status, body = N.get(port, "/far?n=1", 30)
+    assert.equal("ok\n", body, status)
+    local left
+    for _ = 1, 100 do
+      left = redis_cmd(redis.port, "LLEN", "{far:default}:in")
+      if left == 0 then break end
+      socket.sleep(0.02)
+    end
+    assert.equal(0, left)
+    assert.equal("500", redis_cmd(redis.port, "HGET", "{far:default}:meta", "jobs"))
   end)
 
   it("answers every waiting request nil, message when Redis stops mid-batch, and loses none accepted", function()
