@@ -150,6 +150,7 @@ function Engine:put(id, kind, payload, when, relative, every, fresh)
   return due, due / 1e6
 end
 
+-- The intake moved in: now, or in nginx in a timer (one at a time).
 local function drain(self)
   if not self.pooled then return self:run("drain") end
   if self.draining then return end
