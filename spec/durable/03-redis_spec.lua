@@ -158,13 +158,33 @@ describe("hwtimer.durable with Redis", function()
       assert.equal("2", client:hget(tag .. ":meta", "format"))
     end)
 
-    it("upgrades a store of format 2 (the same layout without the intake) to 3", function()
+    it("upgrades a store of format 2 (the same layout without the intake) to 3, its jobs kept", function()
       local tag = "{" .. prefix .. ":default}"
       client:hmset(tag .. ":meta", "app", "hwtimer.durable", "format", "2", "buckets", "1", "jobs", "0")
       q = assert(open())
       assert.equal("3", client:hget(tag .. ":meta", "format"))
       assert(q:schedule("k", 60))
       assert.equal(1, q:pending())
+      -- a store of format 2 with jobs in its buckets and slots (written as
+      -- format 2 wrote them: `put`, nothing in the intake)
+      local other = "{" .. prefix .. ":old}"
+      local old = assert(open({ queue = "old" }))
+      local due = server_now() + 0.2
+      assert(old:batch(function(b)
+        for i = 1, 100 do b:at("k", due + i * 1e-4, "p" .. i, { id = "old-" .. i }) end
+      end))
+      old:close()
+      assert.equal(0, client:llen(other .. ":in"))
+      client:hset(other .. ":meta", "format", "2")
+      local ran = {}
+      local upgraded = assert(open({ queue = "old" }))
+      assert.equal("3", client:hget(other .. ":meta", "format"))
+      assert.equal(100, upgraded:pending())
+      assert.equal("p7", upgraded:get("old-7").payload)
+      upgraded:handle("k", function(job) ran[job.id] = (ran[job.id] or 0) + 1 end)
+      assert.is_true(wait(function() return upgraded:pending() == 0 end))
+      timer:run(0.1)
+      for i = 1, 100 do assert.equal(1, ran["old-" .. i], "old-" .. i) end
     end)
 
     it("returns nil, message when Redis cannot be reached", function()

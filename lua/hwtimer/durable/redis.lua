@@ -160,30 +160,36 @@ local function drain(self)
   end)
 end
 
--- A job with a fresh id, to the intake (redis_scripts' `add`): its due
--- time is the server's now plus its delay (`w`: when, in microseconds, as
--- the job holds it), as the script that moves it into its slot reckons it.
--- In nginx, with a client from nginx's pool, the schedules of requests
--- waiting at once go in one call (hwtimer.durable.redis_batch). The intake
--- is moved in once it is long, where no process of the queue polls: by
--- the caller that sent the jobs, once in INTAKE_MAX schedules; in nginx by
+-- Jobs with fresh ids to the intake (redis_scripts' `add`), in one call;
+-- the intake moved in once it is long, where no process of the queue polls
+-- it: by the caller that sent the jobs, once the intake's entries times its
+-- jobs reach INTAKE_MAX (so about once in INTAKE_MAX schedules); in nginx by
 -- a timer of its own, which no request waits for. Its failure is no
 -- schedule's: the jobs are stored, and the next script moves them.
+local function add_call(self, ...)
+  local res, err = self:run("add", ...)
+  if res and tonumber(res[2]) * select("#", ...) >= INTAKE_MAX then drain(self) end
+  return res, err
+end
+
+-- A job with a fresh id, to the intake: its due time is the server's now
+-- plus its delay (`w`: when, in microseconds, as the job holds it), as the
+-- script that moves it into its slot reckons it. In nginx, with a client
+-- from nginx's pool, the schedules of requests waiting at once go in one
+-- call (hwtimer.durable.redis_batch).
 function Engine:add(job, relative, w)
-  local res, err, sent
+  local res, err
   if self.pooled then
     if not self.batcher then
       self.batcher = require("hwtimer.durable.redis_batch").new(function(jobs)
-        return self:run("add", unpack(jobs))
+        return add_call(self, unpack(jobs))
       end)
     end
-    res, err, sent = self.batcher:add(job)
+    res, err = self.batcher:add(job)
   else
-    res, err = self:run("add", job)
-    sent = true
+    res, err = add_call(self, job)
   end
   if not res then return nil, err end
-  if sent and tonumber(res[2]) >= INTAKE_MAX then drain(self) end
   local due = relative and tonumber(res[1]) + tonumber(w) or tonumber(w)
   return due, due / 1e6
 end

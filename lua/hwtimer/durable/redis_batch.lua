@@ -109,9 +109,9 @@ local function wait(self, e)
   return true
 end
 
---- res, err, sent = b:add(job): store `job` with those of the other
--- callers waiting now; returns send's reply for its round trip (or nil and
--- its message), and `sent` true for the caller that sent it.
+--- res, err = b:add(job): store `job` with those of the other callers
+-- waiting now; returns send's reply for its round trip (or nil and its
+-- message).
 function Batch:add(job)
   local e = { job = job }
   local line = self.line
@@ -119,11 +119,11 @@ function Batch:add(job)
   if self.busy then
     local ok, err = wait(self, e)
     if not ok then return nil, err end
-    if e.done then return e.res, e.err, false end
+    if e.done then return e.res, e.err end
   end
   trip(self) -- e's turn: its round trip, then the next sender's
   hand_on(self)
-  return e.res, e.err, true
+  return e.res, e.err
 end
 
 return M

@@ -19,9 +19,9 @@
 --   {p:q}:meta       hash: app = hwtimer.durable, format = 3, buckets (how
 --                    many job buckets), jobs (how many jobs, dead ones too)
 --   {p:q}:in         list, the intake: jobs with fresh ids as `add` took
---                    them (TIME's "s us " and the job as `put` reads it), not yet
---                    in a bucket and a slot; every other script moves them
---                    there first (see S.add)
+--                    them, an entry a call (TIME's "s us " and its jobs as
+--                    `put` reads them), not yet in a bucket and a slot; every
+--                    other script moves them there first (see S.add)
 -- KEYS are always {p:q}:j, kinds, dead, meta; the others are derived from
 -- the first (same tag, same slot).
 --
@@ -46,8 +46,9 @@ local S = {}
 -- not read: open upgrades a store of format 2 (nothing else changed).
 S.FORMAT = 3
 
--- The intake holds at most about this many jobs: `add` reports its length,
--- and the client has it moved in (the `drain` script) past this.
+-- The intake holds at most about this many jobs: `add` reports its length
+-- in entries (calls), and the client that sent k jobs has it moved in (the
+-- `drain` script) once that length times k reaches this.
 S.INTAKE_MAX = 500
 
 -- Shared by every script: keys, the clock, the job's encoding, the jobs'
@@ -124,12 +125,18 @@ end
 -- which a sum of their bytes does not do for "order-1", "order-2", ...)
 local function hash(id) return tonumber(string.sub(redis.sha1hex(id), 1, 8), 16) end
 local last_id, last_key -- a job is read, then written: one hash for both
+local bucket_keys = {} -- bucket number -> its key, made once
 local function bucket_key(id)
   if id == last_id then return last_key end
   local b = hash(id) % (2 * pow)
   if b >= buckets then b = b - pow end
-  last_id, last_key = id, JOBS .. ':' .. b
-  return last_key
+  local key = bucket_keys[b]
+  if not key then
+    key = JOBS .. ':' .. b
+    bucket_keys[b] = key
+  end
+  last_id, last_key = id, key
+  return key
 end
 local function split_bucket()
   local from = buckets - pow
@@ -338,11 +345,45 @@ local function unindex(id, kind, owner, dead, ready)
     ready_del(kind, id, ready)
   end
 end
--- Store the jobs of `jobs_in` (as `put` takes them; a relative due time
--- counts from `at`) in their buckets; each kind's { ready, id, ... } goes
--- to kinds[kind] for ready_add, each due time to `out` when given.
-local function put_jobs(jobs_in, at, kinds, out)
+-- Write the jobs a script collected, { ids, raws, new = how many of them no
+-- job has yet }: the buckets split first for the new ones (one split a new
+-- job at most, as writing them one at a time would), then one HSET a bucket.
+local function jset_all(w)
+  bucket_state()
+  for _ = 1, w.new do
+    if jobs + w.new <= LOAD * buckets then break end
+    split_bucket()
+  end
+  -- by[key]: the index of its one job, or { id, raw, id, raw, ... }
+  local ids, raws, by = w.ids, w.raws, {}
+  for i = 1, #ids do
+    local key = bucket_key(ids[i])
+    local g = by[key]
+    if not g then
+      by[key] = i
+    elseif type(g) == 'number' then
+      by[key] = { ids[g], raws[g], ids[i], raws[i] }
+    else
+      g[#g + 1], g[#g + 2] = ids[i], raws[i]
+    end
+  end
+  local added = 0
+  for key, g in pairs(by) do
+    if type(g) == 'number' then
+      added = added + redis.call('HSET', key, ids[g], raws[g])
+    else
+      added = added + call_many('HSET', key, g)
+    end
+  end
+  if added > 0 then counted, jobs = counted or jobs, jobs + added end
+end
+-- Collect the jobs of `jobs_in` (as `put` takes them; a relative due time
+-- counts from `at`) into `w` for jset_all, taking a replaced job out of its
+-- index; each kind's { ready, id, ... } goes to kinds[kind] for ready_add,
+-- each due time to `out` when given.
+local function put_jobs(jobs_in, at, kinds, w, out)
   local pos, read = 1, struct.unpack
+  local ids, raws = w.ids, w.raws
   while pos <= #jobs_in do
     local id, kind, has, relative, fresh, payload, due, every
     id, kind, has, relative, fresh, payload, due, every, pos = read('>I4c0I4c0BBBI4c0I4c0I4c0', jobs_in, pos)
@@ -352,8 +393,11 @@ local function put_jobs(jobs_in, at, kinds, out)
     if old then
       local old_kind, _, _, _, owner, _, _, dead, ready = unpack(old)
       unindex(id, old_kind, owner, dead, ready)
+    else
+      w.new = w.new + 1
     end
-    jset(id, pack(kind, due, every, 0, '', has == 1 and payload, false, 0, due))
+    local n = #ids + 1
+    ids[n], raws[n] = id, pack(kind, due, every, 0, '', has == 1 and payload, false, 0, due)
     local list = kinds[kind]
     if not list then
       list = {}
@@ -372,14 +416,15 @@ local function drain()
   local items = redis.call('LRANGE', INTAKE, 0, -1)
   if #items == 0 then return end
   redis.call('DEL', INTAKE)
-  local kinds = {}
+  local kinds, w = {}, { ids = {}, raws = {}, new = 0 }
   local find, sub = string.find, string.sub
   for i = 1, #items do
     local e = items[i]
     local a = find(e, ' ', 1, true)
     local b = find(e, ' ', a + 1, true)
-    put_jobs(sub(e, b + 1), tonumber(sub(e, 1, a - 1)) * 1000000 + tonumber(sub(e, a + 1, b - 1)), kinds)
+    put_jobs(sub(e, b + 1), tonumber(sub(e, 1, a - 1)) * 1000000 + tonumber(sub(e, a + 1, b - 1)), kinds, w)
   end
+  jset_all(w)
   for kind, list in pairs(kinds) do ready_add(kind, list) end
   -- (the count written here: not every script that drains ends with done)
   if counted and counted ~= jobs then
@@ -500,8 +545,9 @@ return { now, 0 }
 -- Returns { now, due... }.
 S.put = script([[
 drain()
-local out, kinds = { now }, {}
-put_jobs(ARGV[1], now, kinds, out)
+local out, kinds, w = { now }, {}, { ids = {}, raws = {}, new = 0 }
+put_jobs(ARGV[1], now, kinds, w, out)
+jset_all(w)
 -- (a job put twice in one call leaves its first entry behind, which the
 -- claim that reaches it drops: its ready time is not the job's)
 for kind, list in pairs(kinds) do ready_add(kind, list) end
@@ -510,25 +556,19 @@ return done(out)
 
 -- Add: ARGV[1...] jobs with fresh ids, as `put` takes them. The fast path
 -- of a schedule: the jobs go to the intake as they are, after this now (in
--- one RPUSH, atomic), where they are stored as surely as in a bucket; the
--- next other script moves them into their buckets and slots, many at a
--- time. It does no more than that: the prelude's functions alone cost more
--- than TIME and RPUSH (closures made at every call), a job's bucket and
--- slot six commands, string.format on the time a microsecond (Redis 7.0,
--- measured); the client adds a job's delay to this now itself. An entry is
--- "seconds microseconds job" (TIME's two fields as they come). Returns
--- { now (an integer reply), the intake's length }.
+-- one RPUSH of one entry, atomic), where they are stored as surely as in a
+-- bucket; the next other script moves them into their buckets and slots,
+-- many at a time. It does no more than that: the prelude's functions alone
+-- cost more than TIME and RPUSH (closures made at every call), a job's
+-- bucket and slot six commands, string.format on the time a microsecond
+-- (Redis 7.0, measured); the client adds a job's delay to this now itself.
+-- An entry is "seconds microseconds jobs" (TIME's two fields as they come,
+-- then the call's jobs one after another). Returns { now (an integer
+-- reply), the intake's length in entries }.
 S.add = [[
 local t = redis.call('TIME')
-local at, intake = t[1] .. ' ' .. t[2] .. ' ', string.sub(KEYS[1], 1, -3) .. ':in'
-local n
-if #ARGV == 1 then
-  n = redis.call('RPUSH', intake, at .. ARGV[1])
-else
-  local items = {}
-  for i = 1, #ARGV do items[i] = at .. ARGV[i] end
-  n = redis.call('RPUSH', intake, unpack(items))
-end
+local n = redis.call('RPUSH', string.sub(KEYS[1], 1, -3) .. ':in',
+  t[1] .. ' ' .. t[2] .. ' ' .. (ARGV[2] and table.concat(ARGV) or ARGV[1]))
 return { t[1] * 1000000 + t[2], n }
 ]]
 
