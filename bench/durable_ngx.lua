@@ -11,8 +11,9 @@
 -- concurrent queue.add calls, delayed jobs, on a redis-server of its own);
 -- medians and their ratio, against the target of 3x.
 -- Needs HWT_NGX_PATH / HWT_NGX_CPATH pointing at lua/ and build/jit/.
-package.path = "./?.lua;" .. package.path
+package.path = "./?.lua;./lua/?.lua;" .. package.path
 local N = require("spec.nginx")
+local scripts = require("hwtimer.durable.redis_scripts")
 local socket = require("socket")
 
 local RUNS = tonumber(arg[1]) or 3
@@ -155,8 +156,11 @@ local function ours()
     end
     assert(s.done >= WORKERS * CALLERS, "callers still running: " .. s.done .. " done")
     local cpu1 = cpu(redis, nginx)
-    local pending = tonumber(redis_cli(redis.port, "hget '{bench:default}:meta' jobs")) or 0
-    local intake = tonumber(redis_cli(redis.port, "llen '{bench:default}:in'")) or 0
+    -- the jobs stored: the intake moved in (its entries hold many jobs), then the count
+    local tag = "{bench:default}"
+    N.redis_cmd(redis.port, "EVAL", scripts.drain, 4, tag .. ":j", tag .. ":kinds", tag .. ":dead", tag .. ":meta")
+    local pending = tonumber(N.redis_cmd(redis.port, "HGET", tag .. ":meta", "jobs")) or 0
+    local intake = N.redis_cmd(redis.port, "LLEN", tag .. ":in")
     local after, usec1 = calls()
     return { rate = s.jobs / SECS, jobs = s.jobs, failed = s.failed, trips = after - before,
              scripts = (usec1 - usec0) / 1e6,

@@ -183,6 +183,38 @@ function N.wait_listening(port, path)
   return false
 end
 
+--- One command to a redis-server on a loopback port, in its protocol (no
+-- client library needed); returns the reply (a string, number, list or nil),
+-- raises on an error reply.
+function N.redis_cmd(port, ...)
+  local c = socket.tcp()
+  c:settimeout(5)
+  assert(c:connect("127.0.0.1", port))
+  local out = { "*" .. select("#", ...) }
+  for _, a in ipairs({ ... }) do
+    a = tostring(a)
+    out[#out + 1] = "$" .. #a
+    out[#out + 1] = a
+  end
+  assert(c:send(table.concat(out, "\r\n") .. "\r\n"))
+  local function read()
+    local line = assert(c:receive("*l"))
+    local kind, rest = line:sub(1, 1), line:sub(2)
+    if kind == "+" then return rest end
+    if kind == "-" then error(rest) end
+    if kind == ":" then return tonumber(rest) end
+    local n = tonumber(rest)
+    if n < 0 then return nil end
+    if kind == "$" then return assert(c:receive(n + 2)):sub(1, n) end
+    local list = {}
+    for i = 1, n do list[i] = read() end
+    return list
+  end
+  local reply = read()
+  c:close()
+  return reply
+end
+
 --- redis-lua (Debian lua-redis: plain Lua on luasocket, its package lists
 -- Lua 5.1-5.3, so on 5.4 it is found through 5.3's path), or nil.
 function N.redis_lua()

@@ -118,36 +118,7 @@ local ENGINES = {
       end }))))
     end))]] },
 }
-
--- One command to the redis-server, in its protocol; returns the reply.
-local function redis_cmd(port, ...)
-  local c = socket.tcp()
-  c:settimeout(5)
-  assert(c:connect("127.0.0.1", port))
-  local args, out = { ... }, { "*" .. select("#", ...) }
-  for _, a in ipairs(args) do
-    a = tostring(a)
-    out[#out + 1] = "$" .. #a
-    out[#out + 1] = a
-  end
-  assert(c:send(table.concat(out, "\r\n") .. "\r\n"))
-  local function read()
-    local line = assert(c:receive("*l"))
-    local kind, rest = line:sub(1, 1), line:sub(2)
-    if kind == "+" then return rest end
-    if kind == "-" then error(rest) end
-    if kind == ":" then return tonumber(rest) end
-    local n = tonumber(rest)
-    if n < 0 then return nil end
-    if kind == "$" then return assert(c:receive(n + 2)):sub(1, n) end
-    local list = {}
-    for i = 1, n do list[i] = read() end
-    return list
-  end
-  local reply = read()
-  c:close()
-  return reply
-end
+local redis_cmd = N.redis_cmd
 
 -- The ledger's runs of the jobs whose id starts with `tag`-, by id.
 local function runs_of(redis_port, tag)

@@ -19,8 +19,6 @@
 -- says the job may be stored (as a single schedule's socket timeout would).
 local semaphore = require("ngx.semaphore")
 
-local unpack = table.unpack or unpack -- luacheck: ignore
-
 local M = {}
 
 -- The most jobs one round trip carries (a caller past it waits for the
@@ -61,7 +59,9 @@ local function trip(self)
     entries[i], jobs[i] = line[i], line[i].job
     line[i].sent = true
   end
-  self.line = { unpack(line, n + 1) }
+  local rest = {} -- (not unpack: it fails past a few thousand waiting)
+  for i = n + 1, #line do rest[i - n] = line[i] end
+  self.line = rest
   self.busy, self.since, self.trips = true, ngx.now(), self.trips + 1
   local ok, res, err = pcall(self.send, jobs)
   if not ok then res, err = nil, tostring(res) end

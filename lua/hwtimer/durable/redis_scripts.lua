@@ -22,8 +22,8 @@
 --                    them, an entry a call (TIME's "s us " and its jobs as
 --                    `put` reads them), not yet in a bucket and a slot; every
 --                    other script moves them there first (see S.add)
--- KEYS are always {p:q}:j, kinds, dead, meta; the others are derived from
--- the first (same tag, same slot).
+-- KEYS are {p:q}:j, kinds, dead, meta (`add`: {p:q}:in alone); the others
+-- are derived from the first (same tag, same slot).
 --
 -- Why buckets and slots, not one hash and one sorted set per kind: Redis
 -- keeps a small hash or sorted set (up to 128 entries, values up to 64
@@ -563,11 +563,12 @@ return done(out)
 -- bucket and slot six commands, string.format on the time a microsecond
 -- (Redis 7.0, measured); the client adds a job's delay to this now itself.
 -- An entry is "seconds microseconds jobs" (TIME's two fields as they come,
--- then the call's jobs one after another). Returns { now (an integer
--- reply), the intake's length in entries }.
+-- then the call's jobs one after another). KEYS[1] is the intake (its only
+-- key: the others are not sent). Returns { now (an integer reply), the
+-- intake's length in entries }.
 S.add = [[
 local t = redis.call('TIME')
-local n = redis.call('RPUSH', string.sub(KEYS[1], 1, -3) .. ':in',
+local n = redis.call('RPUSH', KEYS[1],
   t[1] .. ' ' .. t[2] .. ' ' .. (ARGV[2] and table.concat(ARGV) or ARGV[1]))
 return { t[1] * 1000000 + t[2], n }
 ]]
