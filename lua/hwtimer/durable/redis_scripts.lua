@@ -415,7 +415,6 @@ local INTAKE = base .. ':in'
 local function drain()
   local items = redis.call('LRANGE', INTAKE, 0, -1)
   if #items == 0 then return end
-  redis.call('DEL', INTAKE)
   local kinds, w = {}, { ids = {}, raws = {}, new = 0 }
   local find, sub = string.find, string.sub
   for i = 1, #items do
@@ -426,6 +425,9 @@ local function drain()
   end
   jset_all(w)
   for kind, list in pairs(kinds) do ready_add(kind, list) end
+  -- emptied once its jobs are in (a script that fails halfway keeps what it
+  -- wrote: the next one moves the same jobs in again, to the same places)
+  redis.call('DEL', INTAKE)
   -- (the count written here: not every script that drains ends with done)
   if counted and counted ~= jobs then
     redis.call('HSET', META, 'jobs', jobs)
