@@ -44,16 +44,20 @@ describe("timeout handle", function()
 
     it("releases its callback and arguments at once, also while the handle is held", function()
       local weak = setmetatable({}, { __mode = "v" })
-      local cb, arg = function() end, {}
-      weak[1], weak[2] = cb, arg
-      local t = timer:schedule(100, cb, arg)
-      cb, arg = nil, nil
-      assert.is_true(t:cancel())
+      local bare, cb, arg = function() end, function() end, {}
+      weak[1], weak[2], weak[3] = bare, cb, arg
+      local a = timer:schedule(100, bare) -- the task is the callback alone
+      local b = timer:schedule(100, cb, arg) -- the task is a pack
+      bare, cb, arg = nil, nil, nil
+      assert.is_true(a:cancel())
+      assert.is_true(b:cancel())
       collectgarbage()
       collectgarbage()
       assert.is_nil(weak[1])
       assert.is_nil(weak[2])
-      assert.equal("cancelled", t:state()) -- the handle itself lives on
+      assert.is_nil(weak[3])
+      assert.equal("cancelled", a:state()) -- the handles themselves live on
+      assert.equal("cancelled", b:state())
     end)
 
     it("frees the pin at once", function()
