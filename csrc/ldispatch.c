@@ -408,8 +408,9 @@ static int timer_run(lua_State *L)
  * them from a coroutine it owns and reports back with timer:done. */
 
 /* t, callback, ... = timer:take(): one due timeout, or nothing. A one-shot
- * timeout is expired and unpinned now (the caller holds the handle); a
- * periodic one stays pending, RUNNING, until timer:done(t) arms its next run. */
+ * timeout is expired now; a periodic one stays pending. Either is RUNNING and
+ * stays pinned (its callback may reset it) until timer:done(t), which unpins
+ * a finished one or arms a periodic one's next run. */
 static int timer_take(lua_State *L)
 {
 	struct timer *T = lhwt_check_live(L, 1);
