@@ -35,7 +35,7 @@ WARN    := -std=c99 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
 LDLIBS  := -lpthread -lm -ldl
 
 CORE_SRC := csrc/wheel.c csrc/worker.c csrc/driver.c csrc/pipe.c csrc/clock.c
-LUA_SRC  := csrc/lbase.c csrc/larm.c csrc/ltimer.c csrc/ltimeout.c csrc/lstats.c csrc/ldispatch.c \
+LUA_SRC  := csrc/lbase.c csrc/larm.c csrc/ltimer.c csrc/ltimeout.c csrc/lstats.c csrc/ldispatch.c csrc/lwake.c \
             csrc/lhwtimer.c
 SRC      := $(CORE_SRC) $(LUA_SRC)
 HDR      := $(wildcard csrc/*.h)
@@ -265,7 +265,7 @@ check-tsan: build/tsan/hwtimer/core.so build/tsan/hwtimer/sqlite.so $(TESTUTIL)
 	  LUA_CPATH='build/tsan/?.so;$(BUILD)/test/?.so;;' \
 	  spec/run.sh -t 600 env LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" $(LUA) /usr/bin/busted -- \
 	  spec/core/02-schedule_spec.lua spec/core/03-timeout_spec.lua spec/core/05-every_spec.lua spec/core/13-stress_spec.lua \
-	  spec/core/14-storm_spec.lua
+	  spec/core/14-storm_spec.lua spec/core/19-wake_socket_spec.lua
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(SAN_RUN) LUA_CPATH='build/tsan/?.so;$(BUILD)/test/?.so;;' \
 	  spec/run.sh -t 600 env LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" $(LUA) /usr/bin/busted -- \
 	  spec/durable/02-sqlite_module_spec.lua

@@ -10,6 +10,7 @@
  *   ltimer.c    the timer object: schedule, every, stop, close, queries
  *   ltimeout.c  the timeout handle: its metatable, cancel, reset, queries
  *   lstats.c    counts and the lateness histogram: timer:stats
+ *   lwake.c     the wake socket, for hosts that wait on a UDP socket (nginx)
  *   ldispatch.c running due callbacks: dispatch, run, take, done, wakeup
  *               (it records into lstats.c's counts)
  *   lhwtimer.c  the module: hwtimer.new, hwtimer.now, registration
@@ -134,6 +135,8 @@ struct timer {
 	int wake;                  /* a deadline came before host_wake: call the hook */
 	int take_only;             /* the host runs callbacks itself: no dispatch, no run */
 	int has_wakeup;            /* a wakeup hook is set (uservalue 3) */
+	int wake_new;              /* a wake socket opened, not yet paired (lwake.c); -1: none */
+	char wake_token[17];       /* what the host sends it to pair: 16 hex digits */
 };
 
 /* The wheel node's two fields for its owner, named for what the binding keeps

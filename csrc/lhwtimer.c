@@ -10,6 +10,7 @@
 #include "lstats.h"
 #include "ltimeout.h"
 #include "ltimer.h"
+#include "lwake.h"
 
 #define HWT_VERSION "0.1.0"
 
@@ -108,6 +109,7 @@ static int hwtimer_new(lua_State *L)
 	memset(T, 0, sizeof *T);
 	T->magic = &lhwt_timer_magic;
 	T->stopped = 1; /* until the worker runs: __gc must not touch it */
+	T->wake_new = -1;
 	T->forkgen = lhwt_fork_generation;
 	T->max_pending = o.max_pending;
 	T->rng = ((uint64_t)hwt_clock_ns() ^ (uint64_t)(uintptr_t)T) | 1;
@@ -158,6 +160,7 @@ int luaopen_hwtimer_core(lua_State *L)
 	luaL_setfuncs(L, lhwt_timer_methods, 0);
 	luaL_setfuncs(L, lhwt_dispatch_timer_methods, 0);
 	luaL_setfuncs(L, lhwt_stats_timer_methods, 0);
+	luaL_setfuncs(L, lhwt_wake_timer_methods, 0);
 	lua_setfield(L, mt, "__index");
 	lua_newtable(L);
 	lua_pushliteral(L, TIMER_FIELD);

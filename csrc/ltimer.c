@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "clock.h"
 #include "larm.h"
 #include "ltimer.h"
@@ -59,6 +60,9 @@ static void stop_timer(lua_State *L, struct timer *T, int list)
 	if (T->stopped)
 		return;
 	T->stopped = 1;
+	if (T->wake_new >= 0)
+		close(T->wake_new);
+	T->wake_new = -1;
 	if (!child)
 		hwt_worker_stop(&T->w);
 	cancel_all(L, T, list);

@@ -26,6 +26,20 @@ void hwt_pipe_consume(const int fds[2]);
 /* Close what is open (an eventfd once) and mark both -1. */
 void hwt_pipe_close(int fds[2]);
 
+/* The wake socket: for a host that cannot poll a descriptor it is given but
+ * can read a UDP socket it connects itself (nginx's cosockets). A datagram
+ * wakes it at the driver's own, sub-millisecond, time. */
+/* Open a UDP socket on 127.0.0.1 (non-blocking, close-on-exec) into *fd and
+ * its port into *port; 0 or an errno. */
+int hwt_wake_open(int *fd, int *port);
+/* Read what came to fd until a datagram of exactly `token` from 127.0.0.1,
+ * then connect fd to its sender (the host's socket); 0, EAGAIN when none has
+ * come, or an errno. */
+int hwt_wake_pair(int fd, const char *token, size_t len);
+/* Send the host one datagram (errors ignored: a lost wake-up costs the
+ * host its own fallback sleep, never a timeout). */
+void hwt_wake_send(int fd);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

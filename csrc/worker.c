@@ -1,6 +1,7 @@
 /*
  * worker.c: one timer's wheel under its lock, serviced by the driver (see worker.h).
  */
+#include <unistd.h>
 #include "clock.h"
 #include "driver.h"
 #include "pipe.h"
@@ -37,13 +38,25 @@ static uint64_t current_tick(const struct hwt_worker *w)
 
 /* ---- the driver's side --------------------------------------------------- */
 
+/* Called with the lock held: a host waiting on its wake socket is woken. */
+static void wake_host(struct hwt_worker *w)
+{
+	if (w->wake_armed) {
+		w->wake_armed = 0;
+		hwt_wake_send(w->wake_fd);
+	}
+}
+
 /* Called with the lock held: tell the host when the due list becomes non-empty. */
 static void signal_due(struct hwt_worker *w)
 {
-	if (!w->signalled && !hwt_list_empty(&w->wheel.due)) {
+	if (hwt_list_empty(&w->wheel.due))
+		return;
+	if (!w->signalled) {
 		w->signalled = 1;
 		hwt_pipe_signal(w->fds);
 	}
+	wake_host(w); /* apart from `signalled`: a cancel may have emptied the list since */
 }
 
 /* Node moves per locked step of drain work: neither an expiry nor the host
@@ -83,6 +96,7 @@ int hwt_worker_work(struct hwt_worker *w)
 	int more;
 	pthread_mutex_lock(&w->mu);
 	more = hwt_wheel_work(&w->wheel, WORK_CHUNK);
+	signal_due(w); /* a node drained late, past its time, lands on the due list */
 	if (!more)
 		plan_wake(w); /* a finished job's deadline is no longer an event */
 	pthread_mutex_unlock(&w->mu);
@@ -95,7 +109,8 @@ int hwt_worker_init(struct hwt_worker *w, int64_t tick_ns, unsigned bits)
 {
 	int err;
 	w->wake_at = UINT64_MAX;
-	w->signalled = w->running = 0;
+	w->signalled = w->running = w->wake_armed = 0;
+	w->wake_fd = -1;
 	w->drv_index = SIZE_MAX;
 	w->drv_key = INT64_MAX;
 	hwt_list_init(&w->drv_link);
@@ -127,12 +142,20 @@ void hwt_worker_stop(struct hwt_worker *w)
 		return;
 	hwt_driver_unregister(w);
 	w->running = 0;
+	pthread_mutex_lock(&w->mu);
+	if (w->wake_fd >= 0) /* armed or not: whatever waits on it must leave */
+		hwt_wake_send(w->wake_fd);
+	w->wake_armed = 0;
+	pthread_mutex_unlock(&w->mu);
 }
 
 void hwt_worker_destroy(struct hwt_worker *w)
 {
 	pthread_mutex_destroy(&w->mu);
 	hwt_pipe_close(w->fds);
+	if (w->wake_fd >= 0)
+		close(w->wake_fd);
+	w->wake_fd = -1;
 	hwt_wheel_free(&w->wheel);
 }
 
@@ -142,6 +165,9 @@ void hwt_worker_abandon(struct hwt_worker *w)
 	 * held by it forever: neither may be touched. Only memory and fds are ours. */
 	w->running = 0;
 	hwt_pipe_close(w->fds);
+	if (w->wake_fd >= 0)
+		close(w->wake_fd);
+	w->wake_fd = -1;
 	hwt_wheel_free(&w->wheel);
 }
 
@@ -253,7 +279,29 @@ void hwt_worker_rearm(struct hwt_worker *w)
 		w->signalled = 1;
 		hwt_pipe_signal(w->fds);
 	}
+	wake_host(w);
 	pthread_mutex_unlock(&w->mu);
+}
+
+int hwt_worker_wake_use(struct hwt_worker *w, int fd)
+{
+	int old;
+	pthread_mutex_lock(&w->mu);
+	old = w->wake_fd;
+	w->wake_fd = fd;
+	w->wake_armed = 0;
+	pthread_mutex_unlock(&w->mu);
+	return old;
+}
+
+int hwt_worker_wake_arm(struct hwt_worker *w)
+{
+	int due;
+	pthread_mutex_lock(&w->mu);
+	due = !hwt_list_empty(&w->wheel.due);
+	w->wake_armed = !due && w->wake_fd >= 0;
+	pthread_mutex_unlock(&w->mu);
+	return due;
 }
 
 uint64_t hwt_worker_next(struct hwt_worker *w)

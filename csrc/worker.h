@@ -42,6 +42,8 @@ struct hwt_worker {
 	int64_t origin;         /* constant: clock value of tick 0, in ns */
 	int64_t tick_ns;        /* constant: length of a tick */
 	int fds[2];             /* constant: the wake-up descriptor (pipe.h): polled, written */
+	int wake_fd;            /* -1, or the host's paired wake socket (pipe.h) */
+	int wake_armed;         /* the host waits on wake_fd: one datagram when due */
 };
 
 /* Set up (wheel of 2^bits slots a level, pipe, lock); returns 0 or an errno. */
@@ -87,6 +89,12 @@ void hwt_worker_rearm(struct hwt_worker *w);
 void hwt_worker_collect(struct hwt_worker *w, struct hwt_link *into);
 /* Tick of the wheel's next event (a lower bound on the next expiry); UINT64_MAX if none. */
 uint64_t hwt_worker_next(struct hwt_worker *w);
+/* Use `fd` (a paired wake socket, or -1) from now on; returns the one it
+ * replaces, for the caller to close. */
+int hwt_worker_wake_use(struct hwt_worker *w, int fd);
+/* The host is about to wait on its wake socket: 1 if the due list holds
+ * something already (do not wait), else 0 and one datagram comes when it does. */
+int hwt_worker_wake_arm(struct hwt_worker *w);
 /* How many nodes are on the due list (walks it under the lock). */
 size_t hwt_worker_count_due(struct hwt_worker *w);
 

@@ -45,7 +45,7 @@ build = {
     ["hwtimer.core"] = {
       sources = { "csrc/wheel.c", "csrc/worker.c", "csrc/driver.c", "csrc/pipe.c", "csrc/clock.c",
                   "csrc/lbase.c", "csrc/larm.c", "csrc/ltimer.c", "csrc/ltimeout.c", "csrc/lstats.c",
-                  "csrc/ldispatch.c", "csrc/lhwtimer.c" },
+                  "csrc/ldispatch.c", "csrc/lwake.c", "csrc/lhwtimer.c" },
       defines = { "_POSIX_C_SOURCE=200809L", "_DEFAULT_SOURCE" },
       libraries = { "pthread", "m", "dl" },
       incdirs = { "csrc" },

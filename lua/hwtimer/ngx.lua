@@ -58,6 +58,7 @@ local function positive_integer(v) return type(v) == "number" and v >= 1 and v =
 -- The glue's own options, as hwtimer.check.options reads them; hwtimer.new
 -- checks the rest. max_runners has no default: no bound.
 local GLUE_OPTIONS = { max_runners = { nil, positive_integer, "positive integer" } }
+GLUE_OPTIONS.wake_socket = { true, function(v) return type(v) == "boolean" end, "boolean" }
 for k, default in pairs({ runner_runs = 1000, slice = 0.002, max_wait = 1, exit_max = 10000, exit_time = 1 }) do
   GLUE_OPTIONS[k] = { default, non_negative, "non-negative number" }
 end
@@ -194,15 +195,45 @@ local function hand_over(self)
   return false
 end
 
--- Seconds to sleep until the wheel's next event, in whole milliseconds, at
--- least one (nginx's timers count milliseconds, and a 0 ms wait does not
--- yield); 0 when timeouts are due. (+ 0.5: ngx.semaphore truncates
--- seconds * 1000 to whole ms, and 0.05 * 1000 may be 49.99...)
+-- nginx's timer clock: ngx_current_msec, CLOCK_MONOTONIC in whole ms as the
+-- event loop last read it (the clock hwtimer.now reads, in seconds). A
+-- function returning it, or nil where the binary does not export it.
+local function ngx_msec_reader()
+  local ok, ffi = pcall(require, "ffi")
+  if not ok then return nil end
+  ok = pcall(ffi.cdef, "extern volatile uintptr_t ngx_current_msec;")
+  local C = ffi.C
+  if not (ok and pcall(function() return C.ngx_current_msec end)) then return nil end
+  return function() return tonumber(C.ngx_current_msec) end
+end
+local ngx_msec = ngx_msec_reader()
+
+-- The sleep that ends at the first millisecond of nginx's clock at or after
+-- `wait` seconds from now, in whole milliseconds, at least one (a 0 ms wait
+-- does not yield). nginx's timer fires once its clock, which lags while the
+-- loop works, reaches the key it set from that lagging clock: counted from
+-- hwtimer.now, the sleep could end up to a millisecond or more early, and
+-- the dispatcher would find nothing due and sleep another millisecond.
+-- (+ 0.5: ngx.semaphore truncates seconds * 1000 to whole ms, and
+-- 0.05 * 1000 may be 49.99...)
+local function sleep_for(wait)
+  local ms
+  if ngx_msec then
+    ms = ceil((now() + wait) * 1000) - ngx_msec()
+  else
+    ms = ceil(wait * 1000)
+  end
+  return (math.max(1, ms) + 0.5) / 1000
+end
+
+-- Seconds to sleep until the wheel's next event (sleep_for); 0 when
+-- timeouts are due.
 local function wait_ms(self)
   local wait = self.timer:timeout() -- also the planned wake-up the hook compares with
   if wait == 0 then return 0 end
   if wait == nil or wait > self.max_wait then wait = self.max_wait end
-  return (math.max(1, ceil(wait * 1000)) + 0.5) / 1000
+  self.sleep = sleep_for(wait)
+  return self.sleep
 end
 
 function dispatcher(premature, self, gen)
@@ -211,12 +242,13 @@ function dispatcher(premature, self, gen)
   local runs = 0
   while self.running and not ngx.worker.exiting() do
     local ok, wait = pcall(wait_ms, self)
+    if ok and wait > 0 then ok, wait = pcall(self.timer.wake_arm, self.timer) end
     if not ok then -- the timer was closed behind the glue's back: leave quietly
       self.running = false
       break
     end
-    if wait > 0 then
-      self.wake:wait(wait)
+    if wait == false then -- not due already (wake_arm): the waker posts when due
+      self.wake:wait(self.sleep)
     else
       local started, sliced = run_due(self)
       runs = runs + started
@@ -226,6 +258,58 @@ function dispatcher(premature, self, gen)
       end
     end
   end
+end
+
+-- ---- the waker --------------------------------------------------------------------
+
+-- The waker: an ngx.timer of its own (a cosocket serves the context that
+-- made it, and dispatchers hand over) that waits on a UDP cosocket paired
+-- with the timer's wake socket (lwake.c) and posts the dispatcher's
+-- semaphore for each datagram: the driver thread sends one when timeouts
+-- fall due while the dispatcher sleeps, at its own sub-millisecond time, and
+-- one when the timer stops. The dispatcher's sleep on nginx's millisecond
+-- timers only backs it up. Without it (it cannot pair: said once in the
+-- log) the dispatcher wakes on those timers alone, up to a millisecond
+-- later.
+local FOREVER = 2 ^ 40 -- ms: a read that never times out (nginx logs a timed-out read as an error)
+
+local function pair(self)
+  local timer = self.timer
+  local udp, ok, err = ngx.socket.udp()
+  local port, token = timer:wake_socket()
+  if port then
+    ok, err = udp:setpeername("127.0.0.1", port)
+    if ok then ok, err = udp:send(token) end
+    if ok then ok, err = timer:wake_pair() end
+  else
+    err = token
+  end
+  if ok then return udp end
+  udp:close()
+  ngx.log(ngx.WARN, "hwtimer: no wake socket, waking on nginx's millisecond timers: ", tostring(err))
+end
+
+-- Whether the glue still runs its timer (the timer may have been closed behind its back).
+local function live(self)
+  return self.running and not ngx.worker.exiting() and pcall(self.timer.pending, self.timer)
+end
+
+local function waker(premature, self)
+  if premature or not self.running then return end
+  local ok, udp = pcall(pair, self)
+  if not (ok and udp) then return end
+  udp:settimeout(FOREVER)
+  self.paired = true
+  while live(self) do
+    local data, err = udp:receive()
+    if not data then
+      ngx.log(ngx.WARN, "hwtimer: wake socket failed, waking on nginx's millisecond timers: ", err)
+      break
+    end
+    self.wake:post(1)
+  end
+  self.paired = false
+  udp:close()
 end
 
 -- ---- worker exit ---------------------------------------------------------------
@@ -299,6 +383,7 @@ function M.new(opts, max_wait)
   timer:wakeup(function() wake:post(1) end)
   local ok, terr = ngx.timer.at(0, dispatcher, self, 0)
   if ok then ok, terr = ngx.timer.at(365 * 86400, on_exit, self) end
+  if ok and self.wake_socket then ok, terr = ngx.timer.at(0, waker, self) end
   if not ok then
     self.running = false
     timer:close()
@@ -330,8 +415,8 @@ NgxTimer.run = host_runs("run")
 -- (fresh dispatchers started).
 function NgxTimer:stats(since_last)
   local s = self.timer:stats(since_last)
-  s.runners, s.runners_peak, s.runners_max, s.handovers =
-    self.waiting, self.peak, self.max_runners, self.handovers
+  s.runners, s.runners_peak, s.runners_max, s.handovers, s.wake_socket =
+    self.waiting, self.peak, self.max_runners, self.handovers, self.paired == true
   if since_last then self.peak = self.waiting end
   return s
 end

@@ -6,7 +6,7 @@
 local read = require("spec.helpers").read_file
 
 -- Layer of each file of the binding, by its name without the extension.
-local LAYER = { lbase = 1, larm = 2, ltimer = 3, ltimeout = 3, lstats = 3, ldispatch = 4, lhwtimer = 5 }
+local LAYER = { lbase = 1, larm = 2, ltimer = 3, ltimeout = 3, lstats = 3, lwake = 3, ldispatch = 4, lhwtimer = 5 }
 
 local list = require("spec.helpers").lines_of
 

@@ -25,6 +25,7 @@ http {
     package.loaded.hwt_broken = assert(require("hwtimer.ngx").new({
       on_error = function() error("handler broke") end,
     }))
+    package.loaded.hwt_plain = assert(require("hwtimer.ngx").new({ wake_socket = false }))
   }
   server {
     listen 127.0.0.1:@PORT@;
@@ -66,7 +67,7 @@ http {
         local new = require("hwtimer.ngx").new
         local cases = {
           { { max_runners = -1 } }, { { max_runners = 2.5 } }, { "x" },
-          { nil, 0 }, { { slice = 0 / 0 } }, { { ticks = 1 } },
+          { nil, 0 }, { { slice = 0 / 0 } }, { { ticks = 1 } }, { { wake_socket = 1 } },
         }
         for _, c in ipairs(cases) do
           local ok, err = pcall(new, c[1], c[2])
@@ -80,6 +81,22 @@ http {
         d:schedule(0.001, function() error("kaput") end)
         ngx.say("ok")
       }
+    }
+    location = /wake {   # a timeout on each timer; then whether each wakes on its wake socket
+      content_by_lua_block {
+        local now = require("hwtimer").now
+        local st = package.loaded.hwt_state
+        st.woke = {}
+        for _, name in ipairs({ "hwt_state", "hwt_plain" }) do
+          local d = name == "hwt_state" and st.timer or package.loaded[name]
+          local due = now() + 0.02
+          d:schedule(0.02, function() st.woke[#st.woke + 1] = now() >= due and name or "early" end)
+          ngx.say(name, " ", tostring(d:stats().wake_socket))
+        end
+      }
+    }
+    location = /woke {
+      content_by_lua_block { table.sort(package.loaded.hwt_state.woke) ngx.say(table.concat(package.loaded.hwt_state.woke, " ")) }
     }
     location = /errors {
       content_by_lua_block {
@@ -177,7 +194,22 @@ describe("OpenResty: hwtimer.ngx in a real nginx", function()
       "bad argument #2 to 'new' (positive number of seconds expected)",
       "bad argument #1 to 'new' (option 'slice': non-negative number expected)",
       "bad argument #1 to 'new' (unknown option 'ticks')",
+      "bad argument #1 to 'new' (option 'wake_socket': boolean expected)",
     }, "\n") .. "\n", body)
+  end)
+
+  it("wakes on the timer's wake socket by default, on nginx's timers with wake_socket = false", function()
+    local status, body = get(port, "/wake")
+    assert.equal(200, status, body)
+    assert.equal("hwt_state true\nhwt_plain false\n", body)
+    local woke
+    for _ = 1, 100 do
+      woke = select(2, get(port, "/woke"))
+      if woke ~= "\n" then break end
+      socket.sleep(0.02)
+    end
+    socket.sleep(0.05)
+    assert.equal("hwt_plain hwt_state\n", select(2, get(port, "/woke")))
   end)
 
   it("logs a callback's error, and an on_error's own, as timer:dispatch() does; both count", function()

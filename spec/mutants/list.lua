@@ -158,7 +158,25 @@ return {
     from = "    e.done, e.res, e.err = true, res, err",
     to = "    e.done, e.res, e.err = true, res or M.last, res and err\n    M.last = res or M.last" },
 
+  -- ---- the wake socket (csrc/worker.c, csrc/lwake.c) ----
+  { name = "wake socket: an armed host is woken only on the descriptor's edge (not after a cancel emptied the due list)",
+    file = "csrc/worker.c", lua = "5.4", specs = { "spec/core/19-wake_socket_spec.lua" },
+    from = "\t\thwt_pipe_signal(w->fds);\n\t}\n\twake_host(w); /* apart",
+    to = "\t\thwt_pipe_signal(w->fds);\n\t\twake_host(w);\n\t}\n\t/* apart" },
+  { name = "wake socket: stopping the timer leaves an unarmed host waiting",
+    file = "csrc/worker.c", lua = "5.4", specs = { "spec/core/19-wake_socket_spec.lua" },
+    from = "\tif (w->wake_fd >= 0) /* armed or not", to = "\tif (w->wake_fd >= 0 && w->wake_armed) /* armed or not" },
+  { name = "wake socket: arming ignores what is due already",
+    file = "csrc/worker.c", lua = "5.4", specs = { "spec/core/19-wake_socket_spec.lua" },
+    from = "\tdue = !hwt_list_empty(&w->wheel.due);", to = "\tdue = 0;" },
+  { name = "wake socket: any datagram pairs it",
+    file = "csrc/pipe.c", lua = "5.4", specs = { "spec/core/19-wake_socket_spec.lua" },
+    from = "if ((size_t)n == len && !memcmp(buf, token, len) && flen", to = "if (flen" },
+
   -- ---- nginx (LuaJIT, a real nginx) ----
+  { name = "nginx glue: the waker is never started (wakes on nginx's millisecond timers only)",
+    file = "lua/hwtimer/ngx.lua", lua = "jit", specs = { "spec/hosts/03-openresty_spec.lua" },
+    from = "  if ok and self.wake_socket then", to = "  if false then" },
   { name = "nginx glue: a callback that waits holds back the callbacks due after it",
     file = "lua/hwtimer/ngx.lua", lua = "jit", specs = { "spec/hosts/05-ngx_punctual_spec.lua" },
     from = "    w.waited = true\n", to = "    reap(co)\n    w.waited = true\n" },

@@ -1,0 +1,149 @@
+-- The wake socket (csrc/lwake.c): for a host that waits on a UDP socket of
+-- its own (nginx's cosockets) instead of polling the timer's descriptor.
+-- Here luasocket's UDP socket plays the host's.
+local hwtimer = require("hwtimer")
+local socket = require("socket")
+
+-- A host socket paired with `timer`'s wake socket.
+local function paired(timer)
+  local port, token = timer:wake_socket()
+  assert.is_number(port)
+  assert.matches("^%x+$", token)
+  assert.equal(16, #token)
+  local udp = socket.udp()
+  assert(udp:setpeername("127.0.0.1", port))
+  assert(udp:send(token))
+  assert.is_true(timer:wake_pair())
+  return udp
+end
+
+-- What comes to udp within `seconds`, and when (hwtimer.now()); nil when nothing.
+local function receive(udp, seconds)
+  udp:settimeout(seconds)
+  local data = udp:receive()
+  return data, hwtimer.now()
+end
+
+describe("the wake socket", function()
+  local timer, udp
+  before_each(function()
+    timer = hwtimer.new({ tick = 0.0001 })
+    timer:take_only()
+  end)
+  after_each(function()
+    timer:close()
+    if udp then udp:close() end
+    udp = nil
+  end)
+
+  it("sends one datagram when a timeout falls due while the host is armed, never before", function()
+    udp = paired(timer)
+    local t = timer:schedule(0.05, function() end)
+    assert.is_false(timer:wake_arm())
+    local data, at = receive(udp, 2)
+    assert.equal("!", data)
+    assert.is_true(at >= t:deadline(), ("woken %.6f s before the deadline"):format(t:deadline() - at))
+    assert.equal(t, timer:take())
+    assert.is_nil(receive(udp, 0.05))   -- one datagram, not one a tick
+  end)
+
+  it("answers true, and sends nothing, when something is due already", function()
+    udp = paired(timer)
+    timer:schedule(0, function() end)
+    assert.is_true(timer:wake_arm())
+    assert.is_nil(receive(udp, 0.05))
+  end)
+
+  it("answers true while taken timeouts wait to be run", function()
+    udp = paired(timer)
+    timer:schedule(0, function() end)
+    timer:schedule(0, function() end)
+    assert.is_truthy(timer:take())    -- the second stays taken, not yet run
+    assert.is_true(timer:wake_arm())
+  end)
+
+  it("sends nothing to a host that did not arm", function()
+    udp = paired(timer)
+    timer:schedule(0.01, function() end)
+    assert.is_nil(receive(udp, 0.1))
+    assert.is_truthy(timer:take())
+  end)
+
+  it("wakes an armed host when a schedule makes something due at once", function()
+    udp = paired(timer)
+    timer:schedule(10, function() end)
+    assert.is_false(timer:wake_arm())
+    local t = timer:schedule(0, function() end)
+    assert.equal("!", (receive(udp, 1)))
+    assert.equal(t, timer:take())
+  end)
+
+  it("wakes an armed host after a cancel emptied the due list it had been told of", function()
+    udp = paired(timer)
+    local first = timer:schedule(0, function() end)  -- due: the descriptor is signalled
+    first:cancel()                                    -- the due list is empty again
+    local t = timer:schedule(0.02, function() end)
+    assert.is_false(timer:wake_arm())
+    assert.equal("!", (receive(udp, 1)))
+    assert.equal(t, timer:take())
+  end)
+
+  it("sends one when the timer stops, armed or not", function()
+    udp = paired(timer)
+    timer:schedule(10, function() end)
+    timer:stop()
+    assert.equal("!", (receive(udp, 1)))
+  end)
+
+  it("is armed without a datagram when no socket is paired", function()
+    timer:schedule(0.01, function() end)
+    assert.is_false(timer:wake_arm())
+  end)
+
+  it("pairs with the socket that sent the token, not with another sender", function()
+    local port, token = timer:wake_socket()
+    local other = socket.udp()
+    assert(other:setpeername("127.0.0.1", port))
+    assert(other:send("not the token"))
+    udp = socket.udp()
+    assert(udp:setpeername("127.0.0.1", port))
+    assert(udp:send(token))
+    assert.is_true(timer:wake_pair())
+    timer:schedule(0, function() end)
+    timer:take()
+    timer:schedule(0.01, function() end)
+    assert.is_false(timer:wake_arm())
+    assert.equal("!", (receive(udp, 1)))
+    other:settimeout(0.05)
+    assert.is_nil(other:receive())
+    other:close()
+  end)
+
+  it("refuses to pair before its token comes, or with no socket opened", function()
+    local ok, err = timer:wake_pair()
+    assert.is_nil(ok)
+    assert.equal("hwtimer: no wake socket to pair (call timer:wake_socket() first)", err)
+    timer:wake_socket()
+    ok, err = timer:wake_pair()
+    assert.is_nil(ok)
+    assert.equal("hwtimer: cannot pair the wake socket: its token has not come", err)
+  end)
+
+  it("pairs again: the new socket is woken, the old one no longer", function()
+    local old = paired(timer)
+    udp = paired(timer)
+    timer:schedule(0.01, function() end)
+    assert.is_false(timer:wake_arm())
+    assert.equal("!", (receive(udp, 1)))
+    old:settimeout(0.05)
+    assert.is_nil(old:receive())
+    old:close()
+  end)
+
+  it("raises on a stopped timer", function()
+    timer:close()
+    for _, m in ipairs({ "wake_socket", "wake_pair", "wake_arm" }) do
+      assert.has_error(function() timer[m](timer) end, "attempt to use a stopped timer")
+    end
+  end)
+end)
