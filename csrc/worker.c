@@ -96,7 +96,6 @@ int hwt_worker_work(struct hwt_worker *w)
 	int more;
 	pthread_mutex_lock(&w->mu);
 	more = hwt_wheel_work(&w->wheel, WORK_CHUNK);
-	signal_due(w); /* a node drained late, past its time, lands on the due list */
 	if (!more)
 		plan_wake(w); /* a finished job's deadline is no longer an event */
 	pthread_mutex_unlock(&w->mu);
