@@ -108,6 +108,8 @@ struct stats {
 	lua_Integer retry_started, retry_succeeded, retry_failed; /* timer:count */
 	int64_t cb_time, cb_max;          /* ns: callbacks run by dispatch (see ldispatch.c) */
 	int64_t late_max;                 /* ns */
+	double late_sum;                  /* seconds: a double, as an int64 of ns would
+	                                     overflow within months at a million runs a second */
 	uint32_t late[LATE_BUCKETS];
 };
 

@@ -46,6 +46,8 @@ void lhwt_record_fired(struct timer *T, int64_t late)
 	T->runs_pending--;
 	T->life.late[b]++;
 	T->window.late[b]++;
+	T->life.late_sum += (double)late * 1e-9;
+	T->window.late_sum += (double)late * 1e-9;
 	if (late > T->life.late_max) T->life.late_max = late;
 	if (late > T->window.late_max) T->window.late_max = late;
 }
@@ -113,7 +115,7 @@ static int timer_stats(lua_State *L)
 	struct timer *T = lhwt_to_timer(L, 1);
 	int since_last = lua_toboolean(L, 2);
 	struct stats *st = since_last ? &T->window : &T->life;
-	lua_createtable(L, 0, 17);
+	lua_createtable(L, 0, 18);
 	set_integer(L, "scheduled", st->scheduled);
 	set_integer(L, "fired", st->fired);
 	set_integer(L, "cancelled", st->cancelled);
@@ -129,9 +131,44 @@ static int timer_stats(lua_State *L)
 	set_number(L, "late_p50", late_percentile(st, 0.5));
 	set_number(L, "late_p99", late_percentile(st, 0.99));
 	set_number(L, "late_max", ns_to_s(st->late_max));
+	set_number(L, "late_sum", st->late_sum);
 	if (since_last)
 		memset(&T->window, 0, sizeof T->window);
 	return 1;
+}
+
+/* The lateness histogram's bounds for timer:lateness: every power of two
+ * of ns from 2^13 (8 us) to 2^35 (34 s). Each is the top of a bucket of the
+ * log-linear histogram (4 per power of two), so the counts are exact. */
+#define EDGE_FIRST 13
+#define EDGE_LAST 35
+
+/* buckets, sum, count = timer:lateness(): over the timer's life, the runs
+ * that fired at most buckets[i][1] seconds late (cumulative) in
+ * buckets[i][2]; the sum of their lateness (seconds) and their number. */
+static int timer_lateness(lua_State *L)
+{
+	struct timer *T = lhwt_to_timer(L, 1);
+	const struct stats *st = &T->life;
+	uint64_t seen = 0;
+	unsigned b = 0, k;
+	lua_createtable(L, EDGE_LAST - EDGE_FIRST + 1, 0);
+	for (k = EDGE_FIRST; k <= EDGE_LAST; k++) {
+		unsigned top = 4 * (k - 2) + 3; /* the bucket whose top is 2^k - 1 ns */
+		for (; b <= top; b++)
+			seen += st->late[b];
+		lua_createtable(L, 2, 0);
+		lua_pushnumber(L, ns_to_s(bucket_top(top)));
+		lua_rawseti(L, -2, 1);
+		lua_pushinteger(L, (lua_Integer)seen);
+		lua_rawseti(L, -2, 2);
+		lua_rawseti(L, -2, (int)(k - EDGE_FIRST + 1));
+	}
+	for (; b < LATE_BUCKETS; b++)
+		seen += st->late[b];
+	lua_pushnumber(L, st->late_sum);
+	lua_pushinteger(L, (lua_Integer)seen);
+	return 3;
 }
 
 /* timer:count(name): one more retry_started, retry_succeeded or retry_failed
@@ -151,5 +188,6 @@ static int timer_count(lua_State *L)
 const luaL_Reg lhwt_stats_timer_methods[] = {
 	{ "stats", timer_stats },
 	{ "count", timer_count },
+	{ "lateness", timer_lateness },
 	{ NULL, NULL }
 };

@@ -45,7 +45,7 @@ describe("timer:stats()", function()
       assert.equal(s[k], s[k] + 0, k)
       assert.is_nil(tostring(s[k]):find("%."), k .. " prints as " .. tostring(s[k]))
     end
-    for _, k in ipairs({ "cb_time", "cb_max", "late_p50", "late_p99", "late_max" }) do
+    for _, k in ipairs({ "cb_time", "cb_max", "late_p50", "late_p99", "late_max", "late_sum" }) do
       assert.equal("number", type(s[k]), k)
       assert.is_true(s[k] >= 0, k)
     end
@@ -274,6 +274,64 @@ describe("timer:stats()", function()
     local w = timer:stats(true)
     assert.equal(1, w.scheduled - w.fired - w.cancelled)
     assert.equal(1, w.pending)
+  end)
+end)
+
+describe("timer:lateness()", function()
+  -- Lateness the test decides: taken runs, each at least `late` seconds past
+  -- its deadline (rounded up to the tick). Returns the runs' lateness as
+  -- bounds {lo, hi}: read just before take and just after it.
+  local function late_runs(timer, lates)
+    timer:take_only()
+    local runs = {}
+    for _, late in ipairs(lates) do
+      local t = timer:schedule(0.001, f)
+      local due = t:deadline()
+      while hwtimer.now() < due + late do end
+      local lo = hwtimer.now() - due
+      assert.equal(t, timer:take())
+      runs[#runs + 1] = { lo, hwtimer.now() - due }
+      timer:done(t)
+    end
+    return runs
+  end
+
+  it("counts runs at most each power-of-two bound late, cumulatively, with their sum and number", function()
+    local timer = hwtimer.new({ tick = 0.0001 })
+    local runs = late_runs(timer, { 0.0002, 0.0002, 0.003, 0.003, 0.003, 0.04 })
+    local buckets, sum, count = timer:lateness()
+    timer:close()
+    assert.equal(6, count)
+    if math.type then assert.equal("integer", math.type(count)) end
+    local lo, hi = 0, 0
+    for _, r in ipairs(runs) do lo, hi = lo + r[1], hi + r[2] end
+    assert.is_true(sum >= lo - 1e-9 and sum <= hi + 1e-9, ("sum %.6f, runs %.6f to %.6f"):format(sum, lo, hi))
+    assert.equal(23, #buckets)
+    assert.equal(8191e-9, buckets[1][1])            -- 2^13 - 1 ns: 8 us
+    assert.equal(34359738367e-9, buckets[23][1])    -- 2^35 - 1 ns: 34 s
+    local prev_le, prev = 0, 0
+    for i, b in ipairs(buckets) do
+      assert.is_true(b[1] > prev_le and b[2] >= prev, "bucket " .. i)
+      prev_le, prev = b[1], b[2]
+      local surely, maybe = 0, 0  -- runs surely under the bound, and maybe
+      for _, r in ipairs(runs) do
+        if r[2] <= b[1] then surely = surely + 1 end
+        if r[1] <= b[1] then maybe = maybe + 1 end
+      end
+      assert.is_true(b[2] >= surely and b[2] <= maybe,
+        ("bucket %d (%.6f s): %d, expected %d to %d"):format(i, b[1], b[2], surely, maybe))
+    end
+    assert.equal(6, buckets[23][2])
+  end)
+
+  it("is empty for a timer that ran nothing, and still answers after stop", function()
+    local timer = hwtimer.new()
+    local buckets, sum, count = timer:lateness()
+    assert.equal(0, count)
+    assert.equal(0, sum)
+    for _, b in ipairs(buckets) do assert.equal(0, b[2]) end
+    timer:stop()
+    assert.equal(0, select(3, timer:lateness()))
   end)
 end)
 

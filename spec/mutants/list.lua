@@ -158,6 +158,10 @@ return {
     from = "    e.done, e.res, e.err = true, res, err",
     to = "    e.done, e.res, e.err = true, res or M.last, res and err\n    M.last = res or M.last" },
 
+  { name = "binding: lateness counts each bucket alone, not cumulatively",
+    file = "csrc/lstats.c", lua = "5.4", specs = { "spec/core/08-stats_spec.lua" },
+    from = "\t\tfor (; b <= top; b++)\n\t\t\tseen += st->late[b];", to = "\t\tfor (seen = 0; b <= top; b++)\n\t\t\tseen += st->late[b];" },
+
   -- ---- the wake socket (csrc/worker.c, csrc/lwake.c) ----
   { name = "wake socket: an armed host is woken only on the descriptor's edge (not after a cancel emptied the due list)",
     file = "csrc/worker.c", lua = "5.4", specs = { "spec/core/19-wake_socket_spec.lua" },
