@@ -152,6 +152,21 @@ static int timer_timeout(lua_State *L)
 	}
 	now = hwt_clock_ns();
 	at = hwt_worker_time_of(&T->w, next);
+	if (at <= now && !T->dispatching) {
+		/* The event has come: take what is due, as take and dispatch would.
+		 * Nothing, and the event is the worker's (a level entering its span,
+		 * a drain), not the host's to run: a host told 0 would call in a
+		 * loop, and its lock rounds can keep the worker from the very event
+		 * it waits for (in nginx, 10-30 ms of a blocked event loop). It waits
+		 * a tick on its descriptor instead. */
+		hwt_worker_take(&T->w, &T->local, now);
+		if (!hwt_list_empty(&T->local)) {
+			T->host_wake = 0;
+			lua_pushnumber(L, 0);
+			return 1;
+		}
+		at = now + T->w.tick_ns;
+	}
 	T->host_wake = T->has_wakeup && at > now ? at : 0;
 	lua_pushnumber(L, at > now ? ns_to_s(at - now) : 0);
 	return 1;

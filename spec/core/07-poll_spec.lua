@@ -52,6 +52,26 @@ describe("polling the timer", function()
       timer:schedule(0, function() end)
       assert.equal(0, timer:timeout())
     end)
+
+    it("is 0 only when something is due: the worker's own events are not the host's", function()
+      -- 16 slots of 0.1 ms a level: a level enters a new span every 1.6 ms,
+      -- an event the worker handles and after which nothing may be due. A
+      -- host told 0 then would call in a loop, against the worker's lock.
+      local tm = hwtimer.new({ tick = 0.0001, wheel_size = 16 })
+      tm:take_only()
+      for i = 1, 200 do tm:schedule(0.05 + i * 0.0007, function() end) end
+      local zeros, empty, stop = 0, 0, hwtimer.now() + 0.1
+      while hwtimer.now() < stop do
+        if tm:timeout() == 0 then
+          zeros = zeros + 1
+          local t = tm:take()
+          if t then tm:done(t) else empty = empty + 1 end
+        end
+      end
+      tm:close()
+      assert.is_true(zeros > 0)
+      assert.equal(0, empty)
+    end)
   end)
 
   describe("run()", function()
