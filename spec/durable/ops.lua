@@ -163,6 +163,11 @@ return function(env)
         first, cursor = q:jobs({ limit = 2 })
         assert.same({ "j00", "j01" }, ids(first))
         assert.same({ "j02", "j03", "j04", "j04b" }, ids(q:jobs({ limit = 4, after = cursor })))
+        -- an id with the cursor's separator and a space in it
+        assert(q:at("k", base - 2, nil, { id = "a/b c" }))
+        first, cursor = q:jobs({ limit = 1 })
+        assert.same({ "a/b c" }, ids(first))
+        assert.same({ "j00" }, ids(q:jobs({ limit = 1, after = cursor })))
       end)
 
       it("pages the dead, and the leased, in due order", function()
