@@ -40,6 +40,7 @@ build = {
     ["hwtimer.durable.redis"] = "lua/hwtimer/durable/redis.lua",
     ["hwtimer.durable.sqlite"] = "lua/hwtimer/durable/sqlite.lua", -- needs hwtimer-sqlite's C module
     ["hwtimer.durable.redis_scripts"] = "lua/hwtimer/durable/redis_scripts.lua",
+    ["hwtimer.durable.redis_ops"] = "lua/hwtimer/durable/redis_ops.lua",
     ["hwtimer.durable.redis_client"] = "lua/hwtimer/durable/redis_client.lua",
     ["hwtimer.durable.redis_batch"] = "lua/hwtimer/durable/redis_batch.lua",
     ["hwtimer.core"] = {

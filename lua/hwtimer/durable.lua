@@ -373,6 +373,101 @@ function Queue:dead()
   return self._engine:dead()
 end
 
+---------------------------------------------------------------------------
+-- Operating a store: counts, pages of jobs, a dead job retried, a job run
+-- now. What a tool (hwtimer-jobs, a metrics exporter) calls, on a queue
+-- that may handle no kind; the results are plain tables.
+---------------------------------------------------------------------------
+
+local STATES = { "pending", "due", "leased", "dead" }
+
+--- counts, err = q:counts(): { pending, due, leased, dead, kinds = { [kind] = { ... } } }
+function Queue:counts()
+  live(self, "counts")
+  settle(self)
+  local kinds, err = self._engine:counts()
+  if not kinds then return nil, "hwtimer.durable: " .. tostring(err) end
+  local c = { pending = 0, due = 0, leased = 0, dead = 0, kinds = kinds }
+  for _, k in pairs(kinds) do
+    for _, state in ipairs(STATES) do c[state] = c[state] + k[state] end
+  end
+  return c
+end
+
+-- q:jobs' cursor: the last job's due time (%.17g: the same double back)
+-- and id, "due/id"; the due time and the id, or nil when it is not one.
+local function cursor_of(s)
+  if type(s) ~= "string" then return nil end
+  local due, id = s:match("^([^/]+)/(.+)$")
+  due = tonumber(due)
+  if not finite(due) then return nil end
+  return due, id
+end
+
+local JOBS_MAX = 1000
+local JOBS = {
+  state = { "pending", function(v) return v == "pending" or v == "leased" or v == "dead" end,
+            "'pending', 'leased' or 'dead'" },
+  kind = { nil, name, "non-empty string" },
+  limit = { 100, function(v) return whole(v) and v <= JOBS_MAX end, "integer from 1 to " .. JOBS_MAX },
+  after = { nil, cursor_of, "cursor (a string q:jobs returned)" },
+}
+
+--- list, cursor = q:jobs([opts]): a page of jobs in (due, id) order; the
+-- cursor of the next page, nil after the last.
+function Queue:jobs(opts)
+  live(self, "jobs")
+  if opts == nil then opts = {} end
+  if type(opts) ~= "table" then argerror(1, "jobs", "table or nil expected, got " .. type_name(opts)) end
+  local o, err = check.options(opts, JOBS)
+  if not o then argerror(1, "jobs", err) end
+  settle(self)
+  local after_due, after_id
+  if o.after then after_due, after_id = cursor_of(o.after) end
+  -- one more than the page: is there a next one?
+  local list
+  list, err = self._engine:jobs(o.state, o.kind, o.limit + 1, after_due, after_id)
+  if not list then return nil, "hwtimer.durable: " .. tostring(err) end
+  if #list <= o.limit then return list end
+  list[#list] = nil
+  local last = list[#list]
+  return list, string.format("%.17g", last.due) .. "/" .. last.id
+end
+
+-- The end of q:retry and q:run_now: the engine's answer (key, due; false,
+-- why, lease end; nil, message) as true or nil, message. A job made due is
+-- claimed by this process at once where it handles its kind; others see it
+-- at their next poll (the engine wrote it as their changes show).
+local function made_due(self, fname, id, key, due, lease_end)
+  if key == nil then return nil, "hwtimer.durable: " .. tostring(due) end
+  if key == false then
+    local why = due
+    if why == "missing" then return nil, "hwtimer.durable: no job " .. id end
+    if fname == "retry" then return nil, "hwtimer.durable: job " .. id .. " is not dead (it is " .. why .. ")" end
+    if why == "dead" then return nil, "hwtimer.durable: job " .. id .. " is dead: q:retry(id) runs it again" end
+    return nil, string.format("hwtimer.durable: job %s is in flight (leased for %.3f s more)",
+      id, max(0, (lease_end or 0) - self._now()))
+  end
+  if not self._batching and due < self._loaded_until then -- (a batch's: at its end)
+    if due <= self._now() then soon(self) else load(self, key, due) end
+  end
+  return true
+end
+
+local function make_due(self, fname, id)
+  live(self, fname)
+  if not name(id) then argerror(1, fname, "non-empty string expected, got " .. type_name(id)) end
+  if other_batch(self) then return nil, BATCH_BUSY end
+  settle(self)
+  return made_due(self, fname, id, self._engine[fname](self._engine, id))
+end
+
+--- ok, err = q:retry(id): a dead job pending again, due now, attempts from zero.
+function Queue:retry(id) return make_due(self, "retry", id) end
+
+--- ok, err = q:run_now(id): a pending job due now.
+function Queue:run_now(id) return make_due(self, "run_now", id) end
+
 --- q:close(): hands the jobs claimed and not started back to the store,
 -- writes what ran, lets go of the timer's timeouts, and of the store once
 -- the handlers running (where they may wait) have returned.

@@ -181,6 +181,27 @@ return {
     file = "csrc/pipe.c", lua = "5.4", specs = { "spec/core/19-wake_socket_spec.lua" },
     from = "if ((size_t)n == len && !memcmp(buf, token, len) && flen", to = "if (flen" },
 
+  -- ---- durable: operating a store (q:counts, q:jobs, q:retry, q:run_now) ----
+  { name = "SQLite engine: a page after a cursor repeats the jobs tied with it",
+    file = "lua/hwtimer/durable/sqlite.lua", lua = "5.4", specs = { "spec/durable/01-sqlite_spec.lua" },
+    from = " > ?4 OR id > ?5)", to = " > ?4 OR id >= ?5)" },
+  { name = "SQLite engine: run_now writes the job in place (no new seq: other processes never see it)",
+    file = "lua/hwtimer/durable/sqlite.lua", lua = "5.4", specs = { "spec/durable/01-sqlite_spec.lua" },
+    from = "run_now = [[INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, every, attempt)\n"
+      .. "              SELECT queue, id, kind, payload, ?3, ?3, every, attempt FROM hwtimer_jobs\n",
+    to = "run_now = [[UPDATE hwtimer_jobs SET due = ?3, ready = ?3\n" },
+  { name = "durable (SQLite): a job retried or run now here waits for the sweep",
+    file = "lua/hwtimer/durable.lua", lua = "5.4", specs = { "spec/durable/01-sqlite_spec.lua" },
+    from = "if due <= self._now() then soon(self) else load(self, key, due) end\n  end\n  return true",
+    to = "if due <= self._now() then else load(self, key, due) end\n  end\n  return true" },
+  { name = "Redis engine: counts put the leased into pending",
+    file = "lua/hwtimer/durable/redis_ops.lua", lua = "5.4", specs = { "spec/durable/03-redis_spec.lua" },
+    from = "c[2], c[3], c[4] = pending, due, leased", to = "c[2], c[3], c[4] = pending + leased, due, leased" },
+  { name = "Redis engine: retry counts a job's attempts from one",
+    file = "lua/hwtimer/durable/redis_ops.lua", lua = "5.4", specs = { "spec/durable/03-redis_spec.lua" },
+    from = "jset(id, pack(kind, now, every, 0, '', payload, false, 0, now))",
+    to = "jset(id, pack(kind, now, every, 1, '', payload, false, 0, now))" },
+
   -- ---- nginx (LuaJIT, a real nginx) ----
   { name = "nginx glue: the waker is never started (wakes on nginx's millisecond timers only)",
     file = "lua/hwtimer/ngx.lua", lua = "jit", specs = { "spec/hosts/03-openresty_spec.lua" },

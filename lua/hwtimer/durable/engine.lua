@@ -76,10 +76,33 @@
 --   e:renew(rows, lease) extend these rows' leases to `lease` seconds from
 --                    now, where this owner still holds them at the row's
 --                    attempt. -> set { [id] = true } of those it still holds.
+--
+-- Operating a store (q:counts, q:jobs, q:retry, q:run_now: tools that may
+-- handle no kind). A job is in one of three states: pending (not dead, not
+-- leased), leased (a process holds it: owner set, its lease live or not),
+-- dead; `due` is a part of pending: its due time reached on the store's
+-- clock.
+--   e:counts()       -> { [kind] = { pending =, due =, leased =, dead = } },
+--                    the kinds with at least one job.
+--   e:jobs(state, kind, limit, after_due, after_id)
+--                    state: "pending" | "leased" | "dead"; kind: a kind or
+--                    nil for all. -> list of at most `limit` jobs of that
+--                    state, in (due, id) order (ids compared byte by byte),
+--                    each after (after_due, after_id) when after_due is
+--                    given (after_due: a job's due as a job showed it).
+--   e:retry(id)      a dead job pending again, due now, attempt 0, no error,
+--                    as a new write other processes' e:changes see.
+--                    -> key, due (epoch); false, why ("missing", "pending",
+--                    "leased"); nil, message when the store fails.
+--   e:run_now(id)    a pending job due now, its attempts kept (one due
+--                    already is left as it is), seen by others' e:changes.
+--                    -> key, due; false, why ("missing", "dead"); false,
+--                    "leased", lease_end (epoch).
 local M = {}
 
 M.METHODS = { "now", "close", "put", "cancel", "get", "pending", "dead", "handle", "begin", "commit",
-              "rollback", "range", "changes", "probe", "claim", "ack", "renew" }
+              "rollback", "range", "changes", "probe", "claim", "ack", "renew",
+              "counts", "jobs", "retry", "run_now" }
 
 --- What an engine module lacks, as a message; nil when it has everything.
 function M.missing(Engine)

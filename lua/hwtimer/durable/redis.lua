@@ -271,6 +271,47 @@ end
 function Engine:rollback() self.batch = nil end
 
 ---------------------------------------------------------------------------
+-- Operating a store (the scripts: hwtimer.durable.redis_ops)
+---------------------------------------------------------------------------
+
+function Engine:counts()
+  local res, err = self:run("counts")
+  if not res then return nil, err end
+  local kinds, field = {}, fields_of(res[2])
+  while true do
+    local kind = field()
+    if not kind then break end
+    local n = {}
+    for i = 1, 4 do n[i] = tonumber(field()) end
+    kinds[kind] = { pending = n[1], due = n[2], leased = n[3], dead = n[4] }
+  end
+  return kinds
+end
+
+function Engine:jobs(state, kind, limit, after_due, after_id)
+  local res, err = self:run("jobs", state, kind or "", tostring(limit),
+    after_due and format("%.0f", after_due * 1e6) or "", after_id or "")
+  if not res then return nil, err end
+  local list = {}
+  for i = 2, #res, 10 do list[#list + 1] = job_of(res, i + 1, res[i]) end
+  return list
+end
+
+-- A reply of retry or run_now as the engine's answer: key, due; false, why
+-- (and a lease's end).
+local function made_due(res, err)
+  if not res then return nil, err end
+  local why, ready = res[2], tonumber(res[3])
+  if why == nil then return false, "missing" end
+  if why ~= "ok" then return false, why, ready and ready / 1e6 end
+  return ready, ready / 1e6
+end
+
+function Engine:retry(id) return made_due(self:run("retry", id)) end
+
+function Engine:run_now(id) return made_due(self:run("run_now", id)) end
+
+---------------------------------------------------------------------------
 -- The window's reads
 ---------------------------------------------------------------------------
 

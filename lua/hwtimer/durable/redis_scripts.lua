@@ -748,4 +748,8 @@ for kind, l in pairs(leased) do call_many('ZADD', lkey(kind), l) end
 return done({ now, earliest(kinds), blob(reload), blob(rows) })
 ]], true)
 
+-- The scripts that operate a store (q:counts, q:jobs, q:retry, q:run_now):
+-- a file of their own, on the same prelude.
+for name, text in pairs(require("hwtimer.durable.redis_ops")(script)) do S[name] = text end
+
 return S

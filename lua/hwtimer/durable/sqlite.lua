@@ -87,9 +87,39 @@ local SQL = {
   bury = "UPDATE hwtimer_jobs SET dead = 1, owner = NULL, error = ?3 WHERE seq = ?1 AND owner = ?2",
   renew = "UPDATE hwtimer_jobs SET ready = ?3 WHERE seq = ?1 AND owner = ?2 AND attempt = ?4",
   data_version = "PRAGMA data_version",
+  -- operating a store (hwtimer.durable.engine): pending = not dead, not
+  -- leased; its ready time is its due time
+  counts = [[SELECT kind, sum(dead = 0 AND owner IS NULL), sum(dead = 0 AND owner IS NULL AND ready <= ?2),
+             sum(dead = 0 AND owner IS NOT NULL), sum(dead)
+             FROM hwtimer_jobs WHERE queue = ?1 GROUP BY kind]],
+  -- the job's state, for a refusal's reason
+  state = "SELECT dead, owner, ready, seq FROM hwtimer_jobs WHERE queue = ?1 AND id = ?2",
+  -- a copy with a new seq (as requeue), so that other processes see it
+  retry = [[INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, every)
+            SELECT queue, id, kind, payload, ?3, ?3, every FROM hwtimer_jobs
+            WHERE queue = ?1 AND id = ?2 AND dead = 1]],
+  run_now = [[INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, every, attempt)
+              SELECT queue, id, kind, payload, ?3, ?3, every, attempt FROM hwtimer_jobs
+              WHERE queue = ?1 AND id = ?2 AND dead = 0 AND owner IS NULL AND ready > ?3]],
   handle = "INSERT OR IGNORE INTO temp.hwtimer_handled (kind) VALUES (?1)",
   unhandle = "DELETE FROM temp.hwtimer_handled WHERE kind = ?1",
 }
+
+-- q:jobs' pages: per state, its rows and the column they are ordered by
+-- (pending: `ready`, its due time, which the index holds); the first page,
+-- and the next ones after (due, id) (`col >= ?4` bounds the index's range).
+local STATES = {
+  pending = { "dead = 0 AND owner IS NULL", "ready" },
+  leased = { "dead = 0 AND owner IS NOT NULL", "due" },
+  dead = { "dead = 1", "due" },
+}
+for state, s in pairs(STATES) do
+  local head = "SELECT id, kind, payload, due, attempt, every, dead, error, owner FROM hwtimer_jobs " ..
+    "WHERE queue = ?1 AND " .. s[1] .. " AND (?2 IS NULL OR kind = ?2)"
+  local tail = " ORDER BY " .. s[2] .. ", id LIMIT ?3"
+  SQL["jobs_" .. state] = head .. tail
+  SQL["jobs_" .. state .. "_after"] = head .. " AND " .. s[2] .. " >= ?4 AND (" .. s[2] .. " > ?4 OR id > ?5)" .. tail
+end
 
 local now = sqlite.now
 Engine.now = now
@@ -294,6 +324,65 @@ end
 function Engine:rollback()
   self.marks = nil
   if not self.db:autocommit() then self.st.rollback:run() end
+end
+
+---------------------------------------------------------------------------
+-- Operating a store
+---------------------------------------------------------------------------
+
+function Engine:counts()
+  local rows, n = self.st.counts:rows(self.queue, now())
+  if not rows then return nil, n end
+  local kinds = {}
+  for i = 1, n do
+    local r = rows[i]
+    kinds[r[1]] = { pending = r[2], due = r[3], leased = r[4], dead = r[5] }
+  end
+  return kinds
+end
+
+function Engine:jobs(state, kind, limit, after_due, after_id)
+  local st, rows, n = self.st
+  if after_due then
+    rows, n = st["jobs_" .. state .. "_after"]:rows(self.queue, kind, limit, after_due, after_id)
+  else
+    rows, n = st["jobs_" .. state]:rows(self.queue, kind, limit)
+  end
+  if not rows then return nil, n end
+  for i = 1, n do
+    local r = rows[i]
+    rows[i] = job_of(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
+  end
+  return rows
+end
+
+-- Why `id` was not made due: false, its state (and a leased job's lease
+-- end; a pending one's ready time and seq); nil, message.
+local function refusal(self, id)
+  local dead, owner, ready, seq = self.st.state:first(self.queue, id)
+  if dead == nil and owner then return nil, owner end -- (first's nil, message)
+  if dead == nil then return false, "missing" end
+  if dead == 1 then return false, "dead" end
+  if owner ~= nil then return false, "leased", ready end
+  return false, "pending", ready, seq
+end
+
+function Engine:retry(id)
+  local due = now()
+  local n, seq = self.st.retry:run(self.queue, id, due)
+  if not n then return nil, seq end
+  if n == 1 then return seq, due end
+  return refusal(self, id)
+end
+
+function Engine:run_now(id)
+  local due = now()
+  local n, seq = self.st.run_now:run(self.queue, id, due)
+  if not n then return nil, seq end
+  if n == 1 then return seq, due end
+  local ok, why, ready, key = refusal(self, id)
+  if why == "pending" then return key, ready end -- due already: left as it was
+  return ok, why, ready
 end
 
 ---------------------------------------------------------------------------
