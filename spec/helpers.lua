@@ -59,6 +59,21 @@ function helpers.sh(cmd)
   return ok == true or ok == 0
 end
 
+-- Prometheus text checked by `promtool check metrics` (Debian: prometheus):
+-- true, or false and what promtool said. Fails the spec when promtool is
+-- missing: make test installs it.
+function helpers.promtool(text)
+  assert(helpers.sh("command -v promtool >/dev/null"), "promtool missing: apt-get install prometheus")
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+  local out = helpers.shell("promtool check metrics < " .. path .. " 2>&1; echo \"exit $?\"")
+  os.remove(path)
+  local status = tonumber(out:match("exit (%d+)%s*$"))
+  return status == 0, out
+end
+
 -- Start a shell command in the background; returns its pid.
 function helpers.spawn(cmd)
   return (helpers.shell(cmd .. " & echo $!"):match("%d+"))

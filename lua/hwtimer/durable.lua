@@ -206,7 +206,7 @@ function M.open(timer, opts)
     -- the rows held (hwtimer.durable.runs): their set, the queue of those
     -- not started, the workers, the handlers running, the acks not written
     _held = {}, _n_held = 0, _queued = {}, _qhead = 1, _qtail = 0, _workers = 0, _running_jobs = 0,
-    _acks = {}, _acks_since = 0, _last_took = 0, _renewed = 0,
+    _acks = {}, _acks_since = 0, _last_took = 0, _renewed = 0, _runs = {},
   }, Queue)
   local ok
   ok, err = window.open(self)
@@ -380,6 +380,17 @@ end
 ---------------------------------------------------------------------------
 
 local STATES = { "pending", "due", "leased", "dead" }
+
+--- s = q:stats(): this process's figures: { runs = { [kind] = { succeeded,
+-- retried, dead } }, held = rows leased here, running = handlers running }.
+-- No store round trip: it works on a closed queue too.
+function Queue:stats()
+  local runs = {}
+  for kind, k in pairs(self._runs) do
+    runs[kind] = { succeeded = k.succeeded, retried = k.retried, dead = k.dead }
+  end
+  return { runs = runs, held = self._n_held, running = self._running_jobs }
+end
 
 --- counts, err = q:counts(): { pending, due, leased, dead, kinds = { [kind] = { ... } } }
 function Queue:counts()

@@ -110,6 +110,8 @@ describe("API reference (README.md and docs/*.md)", function()
       { "lua/hwtimer/durable.lua", "^function M%.([%w_]+)", "durable.%s(" },
       { "lua/hwtimer/durable.lua", "^function Queue:(%a[%w_]*)", "q:%s(" }, -- not __tostring
       { "lua/hwtimer/durable/ngx.lua", "^function M%.([%w_]+)", 'require("hwtimer.durable.ngx").%s(' },
+      { "lua/hwtimer/metrics.lua", "^function M%.([%w_]+)", "metrics.%s(" },
+      { "lua/hwtimer/metrics_ngx.lua", "^function M%.([%w_]+)", 'require("hwtimer.metrics_ngx").%s(' },
     }
     local seen = 0
     for _, m in ipairs(modules) do

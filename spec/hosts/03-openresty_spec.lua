@@ -259,6 +259,15 @@ describe("OpenResty: hwtimer.ngx in a real nginx", function()
         socket.sleep(0.05)
       end
       assert.matches("fired 1, pending 0", stats, 1, true)
+      local metrics
+      for _ = 1, 50 do   -- published each second
+        metrics = select(2, get(example_port, "/metrics"))
+        if metrics:find('hwtimer_timeouts_fired_total{timer="main",worker="0"} 1\n', 1, true) then break end
+        socket.sleep(0.05)
+      end
+      assert.matches('\nhwtimer_timeouts_fired_total{timer="main",worker="0"} 1\n', metrics, 1, true)
+      local ok, out = require("spec.helpers").promtool(metrics)
+      assert.is_true(ok, out)
     end)
     example.stop()
     assert(ok, err)

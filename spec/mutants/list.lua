@@ -202,6 +202,24 @@ return {
     from = "jset(id, pack(kind, now, every, 0, '', payload, false, 0, now))",
     to = "jset(id, pack(kind, now, every, 1, '', payload, false, 0, now))" },
 
+  -- ---- metrics (lua/hwtimer/metrics*.lua) ----
+  { name = "metrics: a label value's quotes are not escaped",
+    file = "lua/hwtimer/metrics.lua", lua = "5.4", specs = { "spec/core/20-metrics_spec.lua" },
+    from = [=[gsub("[\\\"\n]", { ["\\"] = "\\\\", ['"'] = '\\"', ["\n"] = "\\n" })]=],
+    to = [=[gsub("[\\\n]", { ["\\"] = "\\\\", ["\n"] = "\\n" })]=] },
+  { name = "metrics: the lateness histogram has no +Inf bucket",
+    file = "lua/hwtimer/metrics.lua", lua = "5.4", specs = { "spec/core/20-metrics_spec.lua" },
+    from = '  add("lateness_seconds", "_bucket", { timer = name, le = "+Inf" }, count)\n', to = "" },
+  { name = "metrics: a store that failed shows as up",
+    file = "lua/hwtimer/metrics.lua", lua = "5.4", specs = { "spec/durable/03-redis_spec.lua" },
+    from = '{ queue = name }, c and 1 or 0)', to = '{ queue = name }, 1)' },
+  { name = "metrics: q:stats counts a retried run as succeeded",
+    file = "lua/hwtimer/durable/runs.lua", lua = "5.4", specs = { "spec/durable/01-sqlite_spec.lua" },
+    from = 'retry = "retried", bury = "dead"', to = 'retry = "succeeded", bury = "dead"' },
+  { name = "nginx metrics: a worker's entry never expires (a gone worker stays in the scrape)",
+    file = "lua/hwtimer/metrics_ngx.lua", lua = "jit", specs = { "spec/hosts/07-ngx_metrics_spec.lua" },
+    from = "dict:set(key, snapshot(opts), interval * 3)", to = "dict:set(key, snapshot(opts))" },
+
   -- ---- nginx (LuaJIT, a real nginx) ----
   { name = "nginx glue: the waker is never started (wakes on nginx's millisecond timers only)",
     file = "lua/hwtimer/ngx.lua", lua = "jit", specs = { "spec/hosts/03-openresty_spec.lua" },

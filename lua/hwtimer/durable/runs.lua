@@ -229,6 +229,19 @@ end
 -- Workers
 ---------------------------------------------------------------------------
 
+-- This process's runs by kind and outcome, for q:stats (and metrics).
+local OUTCOME = { done = "succeeded", next = "succeeded", retry = "retried", bury = "dead" }
+
+local function count_run(self, kind, what)
+  local k = self._runs[kind]
+  if not k then
+    k = { succeeded = 0, retried = 0, dead = 0 }
+    self._runs[kind] = k
+  end
+  local o = OUTCOME[what]
+  k[o] = k[o] + 1
+end
+
 local function run_handler(self, row)
   local job = { id = row.id, kind = row.kind, payload = row.payload, due = row.due, attempt = row.attempt,
                 every = row.every }
@@ -240,7 +253,9 @@ local function run_handler(self, row)
     ok, err = false, "no handler for kind '" .. job.kind .. "'"
   end
   if not ok then report(self, err, job) end
-  add_ack(self, outcome(self, row, ok, err))
+  local ack = outcome(self, row, ok, err)
+  count_run(self, job.kind, ack.what)
+  add_ack(self, ack)
 end
 
 -- Where nothing else of ours runs (always so in a loop that runs handlers

@@ -1,0 +1,74 @@
+-- A queue's figures for monitoring: q:stats() (this process's runs by kind
+-- and outcome) and hwtimer.metrics' rendering of them with the store's jobs
+-- by state and kind, checked by promtool. Shared by the SQLite
+-- (spec/durable/01-sqlite) and Redis (spec/durable/03-redis) engines. `env`
+-- as spec/durable/ops.lua takes it (describe, it, assert, open, wait, now).
+local helpers = require("spec.helpers")
+local metrics = require("hwtimer.metrics")
+
+-- The value of the sample `name{labels}` in Prometheus text, labels given
+-- exactly as rendered (sorted); nil when absent.
+local function sample(text, line_start)
+  for line in text:gmatch("[^\n]+") do
+    if line:sub(1, #line_start + 1) == line_start .. " " then return tonumber(line:sub(#line_start + 2)) end
+  end
+end
+
+return function(env)
+  local describe, it, assert = env.describe, env.it, env.assert
+
+  local function open(opts)
+    opts = opts or {}
+    opts.sweep = opts.sweep or 60
+    opts.on_error = opts.on_error or function() end
+    return assert(env.open(opts))
+  end
+
+  describe("figures for monitoring", function()
+    it("q:stats counts this process's runs by kind and outcome", function()
+      local q = open({ attempts = 2, backoff = { delay = 0.01 } })
+      assert.same({ runs = {}, held = 0, running = 0 }, q:stats())
+      q:handle("ok", function() end)
+      q:handle("bad", function() error("no", 0) end)
+      for i = 1, 3 do assert(q:schedule("ok", 0, nil, { id = "ok" .. i })) end
+      assert(q:schedule("bad", 0, nil, { id = "bad1" }))
+      assert.truthy(env.wait(function()
+        local r = q:stats().runs
+        return r.ok and r.ok.succeeded == 3 and r.bad and r.bad.dead == 1
+      end))
+      local s = q:stats()
+      assert.same({ ok = { succeeded = 3, retried = 0, dead = 0 }, bad = { succeeded = 0, retried = 1, dead = 1 } }, s.runs)
+      assert.equal(0, s.running)
+      assert.truthy(env.wait(function() return q:stats().held == 0 end)) -- once the acks are written
+    end)
+
+    it("renders the store's jobs by kind and state and the runs, as promtool accepts", function()
+      local q = open({ attempts = 1 })
+      q:handle("bad", function() error("no", 0) end)
+      assert(q:schedule("bad", 0, nil, { id = "dead1" }))
+      assert.truthy(env.wait(function() local j = q:get("dead1") return j and j.dead end))
+      q:handle("bad", nil)
+      local now = env.now()
+      assert(q:at("later", now + 3600, nil, { id = "l1" }))
+      assert(q:at("later", now + 3600, nil, { id = "l2" }))
+      assert(q:at("late", now - 5, nil, { id = "d1" }))  -- due: nothing here handles "late"
+      local text = metrics.render({ queues = { orders = q }, labels = { instance = "a" } })
+      local ok, out = helpers.promtool(text)
+      assert.is_true(ok, out .. "\n" .. text)
+      local function v(s) return sample(text, s) end
+      assert.equal(1, v('hwtimer_store_up{instance="a",queue="orders"}'))
+      assert.equal(2, v('hwtimer_jobs{instance="a",kind="later",queue="orders",state="pending"}'))
+      assert.equal(0, v('hwtimer_jobs_due{instance="a",kind="later",queue="orders"}'))
+      assert.equal(1, v('hwtimer_jobs{instance="a",kind="late",queue="orders",state="pending"}'))
+      assert.equal(1, v('hwtimer_jobs_due{instance="a",kind="late",queue="orders"}'))
+      assert.equal(1, v('hwtimer_jobs{instance="a",kind="bad",queue="orders",state="dead"}'))
+      assert.equal(0, v('hwtimer_jobs{instance="a",kind="bad",queue="orders",state="leased"}'))
+      assert.equal(1, v('hwtimer_job_runs_total{instance="a",kind="bad",outcome="dead",queue="orders"}'))
+      -- without the store: no round trip, the process's runs only
+      local runs_only = metrics.render({ queues = { orders = q }, store = false })
+      assert.is_nil(runs_only:find("hwtimer_jobs{", 1, true))
+      assert.equal(1, sample(runs_only, 'hwtimer_job_runs_total{kind="bad",outcome="dead",queue="orders"}'))
+      for _, id in ipairs({ "dead1", "l1", "l2", "d1" }) do q:cancel(id) end
+    end)
+  end)
+end
