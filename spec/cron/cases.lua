@@ -66,20 +66,23 @@ local MACROS = { "@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midn
 -- and days of the month up to 28 (from a day past the end of a shorter
 -- month croniter's next steps into the next month by the difference,
 -- skipping days: "*/15" from February 20 gives March 16, not March 1; the
--- unit specs and the model spec cover days 29-31).
+-- unit specs and the model spec cover days 29-31). opts.weights: how
+-- often (in tenths) each field is "*" (default 2, 4, 6, 7, 6); opts.hours:
+-- the highest hour a value may name (default 23; low ones fall on the
+-- night's offset changes).
 function cases.expression(r, opts)
   opts = opts or {}
   if r(1, 40) == 1 then return MACROS[r(1, #MACROS)], false end
   local six = r(1, 6) == 1
   local safe = opts.croniter
   local fs = {
-    { lo = 0, hi = 59 }, { lo = 0, hi = 23 },
+    { lo = 0, hi = 59 }, { lo = 0, hi = opts.hours or 23 },
     { lo = 1, hi = safe and 28 or 31, no_open_step = safe, steps = safe and { 8, 9, 11, 12, 13, 16, 20, 27 } },
     { lo = 1, hi = 12, names = MONTH_NAMES },
     { lo = 0, hi = (six and safe) and 6 or 7, names = DAY_NAMES, no_open_step = six and safe },
   }
   -- stars weighted so that most expressions match often enough to matter
-  local weights = { 2, 4, 6, 7, 6 }
+  local weights = opts.weights or { 2, 4, 6, 7, 6 }
   local parts = {}
   if six then parts[1] = field(r, { lo = 0, hi = 59 }, 3) end
   for k, f in ipairs(fs) do parts[#parts + 1] = field(r, f, weights[k]) end
