@@ -273,25 +273,27 @@ Zone.__index = Zone
 
 -- The footer rule's transitions over the years around y (a window wide
 -- enough that a time in year y has one on each side), without those that
--- change nothing. Cached by y.
+-- change nothing. Cached by y (up to 64 years).
 local function rule_window(z, y)
-  local cache = z.windows
-  if cache[y] then return cache[y] end
+  if z.windows[y] then return z.windows[y] end
   local list = {}
-  for yy = y - 3, y + 2 do rule_year(z.rule, yy, list) end
+  for yy = y - 3, y + 3 do rule_year(z.rule, yy, list) end
   table.sort(list, function(a, b) return a.t < b.t or (a.t == b.t and a.seq < b.seq) end)
-  -- Year y-3 only settles the offset in force before the window. Of equal
-  -- times the later wins (all-year DST: one year's end is the next one's start).
+  -- The first and last years only settle the offset in force before the
+  -- window and the ties at its end. Of equal times the later wins (DST all
+  -- year: one year's end is the next one's start, and nothing changes).
   local out, cur = {}, z.rule.std
   for k, tr in ipairs(list) do
     local tied = list[k + 1] and list[k + 1].t == tr.t
     if not tied then
-      if tr.off ~= cur and k > 2 then out[#out + 1] = { t = tr.t, off = tr.off, before = cur } end
+      if tr.off ~= cur and k > 2 and k <= #list - 2 then
+        out[#out + 1] = { t = tr.t, off = tr.off, before = cur }
+      end
       cur = tr.off
     end
+    if k == #list - 2 then out.constant = cur end -- (what holds when nothing changes)
   end
-  if #out == 0 then out.constant = cur end
-  if z.nwindows > 64 then z.windows, z.nwindows = {}, 0 end
+  if z.nwindows >= 64 then z.windows, z.nwindows = {}, 0 end
   z.windows[y], z.nwindows = out, z.nwindows + 1
   return out
 end
@@ -323,7 +325,7 @@ local function rule_segment(z, t, last)
   local list = rule_window(z, y)
   local k = search(list, t)
   local a, b = list[k], list[k + 1]
-  local off = a and a.off or (list.constant or list[1].before)
+  local off = a and a.off or (list[1] and list[1].before or list.constant)
   if last and (not a or a.t <= last.t) then -- the segment began at the table's end
     return last.t, b and b.t, off, z.last_before
   end
@@ -369,20 +371,28 @@ local function read_file(path)
   return data
 end
 
+--- A zone from TZif data, named `name`: the zone, or nil and why.
+function M.from_data(data, name)
+  local z, err = M.parse(data)
+  if not z then return nil, err end
+  return new_zone(name, z)
+end
+
 -- A zone from a file, cached by path.
 local function from_file(path, name)
   local key = "file:" .. path
   if cache[key] then return cache[key] end
   local data = read_file(path)
   if not data then return nil, "no file" end
-  local z, err = M.parse(data)
+  local z, err = M.from_data(data, name)
   if not z then return nil, err end
-  cache[key] = new_zone(name, z)
-  return cache[key]
+  cache[key] = z
+  return z
 end
 
--- A zone from a POSIX TZ string, cached by the string.
-local function from_posix(s)
+--- A zone from a POSIX TZ string ("CET-1CEST,M3.5.0,M10.5.0/3"), cached by
+-- the string; nil when it is not one.
+function M.from_posix(s)
   local key = "posix:" .. s
   if cache[key] then return cache[key] end
   local rule = M.parse_posix(s)
@@ -415,14 +425,14 @@ local function from_env(tz)
   if spec == "" then return UTC end
   if spec:sub(1, 1) == "/" then
     local z, err = from_file(spec, "local")
-    if not z then return nil, string.format("cron: TZ '%s': %s", tz, err) end
+    if not z then return nil, string.format("cron: TZ '%s': %s", tz, err == "no file" and "no such file" or err) end
     return z
   end
   if valid_name(spec) then
     local z = from_file(zoneinfo_dir() .. "/" .. spec, "local")
     if z then return z end
   end
-  local z = from_posix(spec)
+  local z = M.from_posix(spec)
   if z then return z end
   return nil, string.format("cron: TZ '%s' is neither a time zone name nor a POSIX TZ string", tz)
 end

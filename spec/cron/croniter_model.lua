@@ -71,9 +71,22 @@ local function lag_corrected(zone, start, r)
   return r
 end
 
+-- The local date of instant t in zone: y, m, d.
+local function local_date(zone, t)
+  return tzif.civil_from_days(floor((t + zone:offset(floor(t))) / 86400))
+end
+
+-- Whether civil time n is a February 29 that croniter's prev, from start,
+-- does not reach: it came into February from a later month (see above).
+local function missed_feb29(zone, start, n)
+  local y, m, d = tzif.civil_from_days(floor(n / 86400))
+  local sy, sm = local_date(zone, start)
+  return m == 2 and d == 29 and not (sy == y and sm == 2)
+end
+
 -- croniter's search and mapping, on hwtimer.cron's calendar search (a UTC
 -- schedule searches wall time).
-local function croniter_dst(c_utc, zone, start, kind, six, before_civil)
+local function croniter_dst(c_utc, zone, start, kind, six, feb29)
   if kind == "next" then
     local first = floor(start) + (six and 1 or 60)
     local w = wall(zone, first)
@@ -88,51 +101,31 @@ local function croniter_dst(c_utc, zone, start, kind, six, before_civil)
   local back = (six or now % 60 > 0) and 1 or 60
   local w = wall(zone, now - back)
   if not six then w = w - w % 60 end
-  if before_civil and w >= before_civil then w = before_civil - 1 end
   local n = c_utc:prev(w + 1)
+  if n and feb29 and missed_feb29(zone, start, n) then
+    n = c_utc:prev(n - n % 86400) -- the match before that day
+  end
   if n == nil then return nil end
   local r = (six and n == w) and now - back or n - fold0_offset(zone, n)
   return lag_corrected(zone, start, r)
 end
 
--- The local date of instant t in zone: y, m, d.
-local function local_date(zone, t)
-  return tzif.civil_from_days(floor((t + zone:offset(floor(t))) / 86400))
-end
-
---- Where croniter's prev misses February 29 (see above), the civil time
--- (seconds) of that day's start; nil where it does not: ours is a February
--- 29 reached from a later month.
-function M.feb29(case, ours)
-  if case.kind ~= "prev" or type(ours) ~= "number" then return nil end
-  local zone = assert(tzif.load(case.tz))
-  local y, m, d = local_date(zone, ours)
-  local sy, sm = local_date(zone, case.start)
-  if m ~= 2 or d ~= 29 or (sy == y and sm == 2) then return nil end
-  return tzif.days_from_civil(y, 2, 29) * 86400
-end
-
 --- The answer to case { expr, tz, start, kind, six } under rules { day =
--- true (croniter's day rule), dst = true (its DST handling), feb29 = the
--- civil time croniter's prev cannot reach (M.feb29) }.
+-- true (croniter's day rule), dst = true (its DST handling), feb29 = true
+-- (its prev missing February 29) }.
 function M.answer(case, rules)
   local zone = assert(tzif.load(case.tz))
-  local dst = rules.dst or rules.feb29 -- (the bound is applied in croniter's search)
-  local c = assert(cron.parse(case.expr, { tz = dst and "UTC" or case.tz }))
+  local c = assert(cron.parse(case.expr, { tz = rules.dst and "UTC" or case.tz }))
   if rules.day then
     -- the one internal poked: which day rule the schedule uses
     c.and_days = M.croniter_and_days(cases.model(c, zone))
   end
-  if not dst then return c[case.kind](c, case.start) end
-  if not rules.dst then -- February 29 alone: our mapping from civil time, bounded
-    local bound = rules.feb29
-    local ours = assert(cron.parse(case.expr, { tz = case.tz }))
-    if rules.day then ours.and_days = c.and_days end
-    local t = ours:prev(case.start)
-    while t and t + zone:offset(t) >= bound do t = ours:prev(t) end
-    return t
+  if rules.dst then return croniter_dst(c, zone, case.start, case.kind, case.six, rules.feb29) end
+  local t = c[case.kind](c, case.start)
+  if rules.feb29 and case.kind == "prev" then -- our mapping, the missed days left out
+    while t and missed_feb29(zone, case.start, t + zone:offset(t)) do t = c:prev(t) end
   end
-  return croniter_dst(c, zone, case.start, case.kind, case.six, rules.feb29)
+  return t
 end
 
 return M
