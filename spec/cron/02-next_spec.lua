@@ -201,6 +201,8 @@ describe("c:next and c:prev across daylight saving time", function()
     -- Berlin 2050-03-27: 02:30 fires at 03:00 CEST; 2050-10-30: 02:30 CEST only
     assert.same({ 2531871000, 2531955600, 2532040200 }, nexts("30 2 * * *", 2531865600, 3, BERLIN))
     assert.same({ 2550702600, 2550792600 }, nexts("30 2 * * *", 2550700000, 2, BERLIN))
+    -- 03:00 comes once, in winter time, just after the change back (01:00 UTC)
+    assert.same({ 2550708000, 2550794400 }, nexts("0 3 * * *", 2550697200, 2, BERLIN))
     -- New York 2045-03-12: 02:30 -> 03:00 EDT, then 03-13 02:30 EDT
     assert.same({ 2372914800, 2372999400 }, nexts("30 2 * * *", 2372900000, 2, NY))
     -- Sydney (southern: DST from October to April): 2045-10-01 02:30 -> 03:00;
