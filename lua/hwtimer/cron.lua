@@ -131,8 +131,9 @@ local function field(f, text)
   return fd
 end
 
-local ZERO_SECOND = { set = { [0] = true }, nxt = { [0] = 0 }, prv = { [0] = 0, [59] = 0 } }
-for v = 1, 59 do ZERO_SECOND.prv[v] = 0 end
+-- A five-field expression's seconds: 0 only.
+local ZERO_SECOND = { set = { [0] = true }, nxt = { [0] = 0 }, prv = {} }
+for v = 0, 59 do ZERO_SECOND.prv[v] = 0 end
 
 -- The day-of-month and day-of-week fields are combined as Vixie cron and
 -- cronie do: when both are restricted (neither begins with '*') a day
