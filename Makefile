@@ -59,9 +59,11 @@ ROCK_ENV := LUA_PATH='$(ROCKTREE)/share/lua/$(LUA_ABI)/?.lua;$(ROCKTREE)/share/l
 # Every package a step uses, by the step: a fresh machine has gcc and make only.
 # lua-nginx-redis is lua-resty-redis (nginx's cosocket client: module nginx.redis);
 # lua-redis is redis-lua (the specs' and benches' client outside nginx).
+# tzdata: the zones hwtimer.cron reads; python3-croniter: the cron specs'
+# oracle (Debian's /usr/bin/python3 with its zoneinfo checks the zones too).
 BASE_PACKAGES  := lua-busted lua-socket lua-luv lua-cqueues lua-copas luarocks pkg-config gcc make \
                   nginx libnginx-mod-http-lua libsqlite3-dev sqlite3 redis-server lua-redis \
-                  lua-nginx-redis procps zip unzip prometheus
+                  lua-nginx-redis procps zip unzip prometheus tzdata python3-croniter
 ALL_LUA_PACKAGES := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \
                     lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev
 BENCH_PACKAGES := lua-luv gnuplot-nox default-jdk-headless libnetty-java nodejs npm

@@ -220,6 +220,24 @@ return {
     file = "lua/hwtimer/metrics_ngx.lua", lua = "jit", specs = { "spec/hosts/07-ngx_metrics_spec.lua" },
     from = "dict:set(key, snapshot(opts), interval * 3)", to = "dict:set(key, snapshot(opts))" },
 
+  -- ---- hwtimer.cron and its zones (pure Lua) ----
+  { name = "cron: the day fields are ANDed also when both are restricted",
+    file = "lua/hwtimer/cron.lua", lua = "5.4", specs = { "spec/cron/02-next_spec.lua" },
+    from = "  if self.and_days then return dom and dow end\n  return dom or dow", to = "  return dom and dow" },
+  { name = "cron: a time in a spring-forward gap is skipped",
+    file = "lua/hwtimer/cron.lua", lua = "5.4", specs = { "spec/cron/02-next_spec.lua" },
+    from = "      if c < x + off then return x end", to = "      if c < x + off then c = first(x + off) end" },
+  { name = "cron: a repeated time fires twice for a schedule that names its hours",
+    file = "lua/hwtimer/cron.lua", lua = "5.4", specs = { "spec/cron/02-next_spec.lua" },
+    from = "      if before and before > off and not self.hour.star then\n        lo = max(lo, a + before)",
+    to = "      if false then\n        lo = max(lo, a + before)" },
+  { name = "cron: a range stops one value short (10-40/15 loses 40)",
+    file = "lua/hwtimer/cron.lua", lua = "5.4", specs = { "spec/cron/02-next_spec.lua" },
+    from = "  for v = lo, hi, s do set[v] = true end", to = "  for v = lo, hi - 1, s do set[v] = true end" },
+  { name = "tzif: the POSIX footer's DST end is read in standard time",
+    file = "lua/hwtimer/tzif.lua", lua = "5.4", specs = { "spec/cron/02-next_spec.lua", "spec/cron/05-zones_spec.lua" },
+    from = "rule.finish.time - rule.dst", to = "rule.finish.time - rule.std" },
+
   -- ---- nginx (LuaJIT, a real nginx) ----
   { name = "nginx glue: the waker is never started (wakes on nginx's millisecond timers only)",
     file = "lua/hwtimer/ngx.lua", lua = "jit", specs = { "spec/hosts/03-openresty_spec.lua" },

@@ -1,0 +1,190 @@
+-- hwtimer.tzif, the zones under hwtimer.cron: every zone of the system's
+-- zoneinfo against Python's zoneinfo (one python3 process), TZif version 1
+-- files, damaged files, POSIX TZ strings (the v2+ footer: M, J and n dates,
+-- negative and past-24 h times, DST all year), the cache, and "local" as
+-- $TZ or /etc/localtime make it (in child processes: nothing here sets TZ).
+local cron = require("hwtimer.cron")
+local tzif = require("hwtimer.tzif")
+local helpers = require("spec.helpers")
+
+local PYTHON = "/usr/bin/python3"
+local ZONEINFO = "/usr/share/zoneinfo"
+
+-- The zone files: names under ZONEINFO, without right/, posix/ and the tables.
+local function zone_names()
+  return helpers.lines_of("cd " .. ZONEINFO .. " && find . -type f | sed 's,^\\./,,' | "
+    .. "grep -v -E '^(right|posix)/|\\.(tab|zi|list)$|^(leapseconds|tzdata|SECURITY|localtime|posixrules)' | sort")
+end
+
+-- The instants to check in a zone: spread over 1900-2200, each transition
+-- of its table since 1900 and a second before it, and those the footer
+-- makes from 2030 to 2060.
+local function instants(zone)
+  local ts = {}
+  for i = 1, 40 do ts[#ts + 1] = -2208988800 + i * 157783678 end
+  for _, tr in ipairs(zone.list) do
+    if tr.t > -2208988800 then ts[#ts + 1], ts[#ts + 1] = tr.t, tr.t - 1 end
+  end
+  local t = 1893456000
+  while t < 2840140800 do
+    local _, b = zone:segment(t)
+    if not b then break end
+    ts[#ts + 1], ts[#ts + 1], t = b, b - 1, b
+  end
+  return ts
+end
+
+describe("hwtimer.tzif", function()
+  it("agrees with Python's zoneinfo on every zone of the system, 1900-2200", function()
+    if not helpers.sh(PYTHON .. " -c 'import zoneinfo' 2>/dev/null") then
+      return pending(PYTHON .. " has no zoneinfo")
+    end
+    local names = zone_names()
+    assert.is_true(#names > 300, "zones found: " .. #names)
+    local every = os.getenv("HWT_SLOW") and 10 or 1
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    local n = 0
+    for i, name in ipairs(names) do
+      if i % every == 0 then
+        local zone = assert(tzif.load(name))
+        for _, t in ipairs(instants(zone)) do
+          f:write(string.format("%s %d %d\n", name, t, zone:offset(t)))
+          n = n + 1
+        end
+      end
+    end
+    f:close()
+    local out = helpers.shell(PYTHON .. [[ -c '
+import sys
+from datetime import datetime, timezone
+from zoneinfo import ZoneInfo
+zones, checked, bad = {}, 0, []
+for line in open(sys.argv[1]):
+    name, t, off = line.split()
+    z = zones.get(name) or zones.setdefault(name, ZoneInfo(name))
+    o = int(datetime.fromtimestamp(int(t), timezone.utc).astimezone(z).utcoffset().total_seconds())
+    checked += 1
+    if o != int(off): bad.append(line.strip() + " python " + str(o))
+print("checked", checked, "differ", len(bad))
+print("\n".join(bad[:10]))
+' ]] .. path .. " 2>&1")
+    os.remove(path)
+    assert.matches("^checked " .. n .. " differ 0\n", out)
+  end)
+
+  it("reads a version 1 file (no 64-bit block, no footer)", function()
+    local data = helpers.read_file(ZONEINFO .. "/Europe/Berlin")
+    local count = function(k) local a, b, c, d = data:byte(21 + k * 4, 24 + k * 4)
+      return ((a * 256 + b) * 256 + c) * 256 + d end
+    local isut, isstd, leap, time, type, char = count(0), count(1), count(2), count(3), count(4), count(5)
+    local len = 44 + time * 5 + type * 6 + char + leap * 8 + isstd + isut
+    local v1 = assert(tzif.from_data("TZif\0" .. data:sub(6, len), "v1"))
+    local full = assert(tzif.load("Europe/Berlin"))
+    assert.is_nil(v1.rule)
+    for t = -2147483648, 2147483647, 86400 * 97 do assert.equal(full:offset(t), v1:offset(t)) end
+    assert.equal(3600, v1:offset(2200000000)) -- past its last transition (2037): the last offset stays
+  end)
+
+  it("refuses damaged data, saying why", function()
+    local data = helpers.read_file(ZONEINFO .. "/Europe/Berlin")
+    assert.same({ nil, "not a TZif file" }, { tzif.from_data("hello", "x") })
+    assert.same({ nil, "not a TZif file" }, { tzif.from_data("", "x") })
+    assert.same({ nil, "truncated" }, { tzif.from_data(data:sub(1, 200), "x") })
+    assert.same({ nil, "truncated" }, { tzif.from_data(data:sub(1, #data - 60), "x") })
+    assert.same({ nil, "no footer" }, { tzif.from_data(data:sub(1, #data - 28), "x") })
+    local footer = data:match("\n([^\n]*)\n$")
+    assert.same({ nil, "bad footer 'CET-1CEST,M3.5.0'" },
+      { tzif.from_data(data:sub(1, #data - #footer - 1) .. "CET-1CEST,M3.5.0\n", "x") })
+  end)
+
+  it("reads POSIX TZ strings", function()
+    assert.same({ std = 3600, dst = 7200, start = { kind = "M", m = 3, w = 5, d = 0, time = 7200 },
+      finish = { kind = "M", m = 10, w = 5, d = 0, time = 10800 } }, tzif.parse_posix("CET-1CEST,M3.5.0,M10.5.0/3"))
+    local lh = tzif.parse_posix("<+1030>-10:30<+11>-11,M10.1.0,M4.1.0")
+    assert.same({ 37800, 39600 }, { lh.std, lh.dst })
+    assert.same({ std = 19800 }, tzif.parse_posix("IST-5:30"))
+    assert.same({ std = -10800 }, tzif.parse_posix("<-03>3"))
+    assert.same({ std = 0 }, tzif.parse_posix("GMT0"))
+    local nuuk = tzif.parse_posix("<-02>2<-01>,M3.5.0/-1,M10.5.0/0")
+    assert.same({ -7200, -3600, -3600, 0 }, { nuuk.std, nuuk.dst, nuuk.start.time, nuuk.finish.time })
+    assert.same({ kind = "J", n = 365, time = 90000 }, tzif.parse_posix("EST5EDT,0/0,J365/25").finish)
+    assert.same({ m = 3, w = 2, d = 0 }, (function(r) return { m = r.m, w = r.w, d = r.d } end)(
+      tzif.parse_posix("EST5EDT").start)) -- DST without rules: glibc's default, the US rules
+    for _, bad in ipairs({ "", "X1", "CET", "CE-1", "CET-1CEST,M3.5.0", "CET-1CEST,M13.1.0,M10.5.0",
+                           "CET-1CEST,M3.5.0,M10.5.0/3x", "CET-1CEST,M3.6.0,M10.5.0", "CET-1CEST,J0,J365",
+                           "CET-1CEST,366,5", "CET-1:60", "CET-168", "<A>1" }) do
+      assert.is_nil(tzif.parse_posix(bad), bad)
+    end
+  end)
+
+  it("makes transitions from M, J and n dates, with negative and past-24 h times", function()
+    local function changes(s, from, to)
+      local zone, out, t = assert(tzif.from_posix(s)), {}, from
+      while true do
+        local _, b, _, _ = zone:segment(t)
+        if not b or b > to then return out end
+        out[#out + 1] = string.format("%s %d", os.date("!%Y-%m-%d %H:%M", b + zone:offset(b - 1)),
+          math.floor(zone:offset(b) / 60))
+        t = b
+      end
+    end
+    local y2024, y2025 = 1704067200, 1735689600
+    -- local standard times of the changes, and the new offset in minutes
+    assert.same({ "2024-03-31 02:00 120", "2024-10-27 03:00 60" }, changes("CET-1CEST,M3.5.0,M10.5.0/3", y2024, y2025))
+    assert.same({ "2024-03-01 02:00 -120", "2024-10-27 02:00 -180" }, changes("<-03>3<-02>,J60,J300", y2024, y2025))
+    assert.same({ "2024-02-29 02:00 -120", "2024-10-26 02:00 -180" }, changes("<-03>3<-02>,59,299", y2024, y2025))
+    -- Nuuk: at -01:00 on the last Sunday of March (Saturday 23:00), back at 00:00 of October's
+    assert.same({ "2024-03-30 23:00 -60", "2024-10-27 00:00 -120" },
+      changes("<-02>2<-01>,M3.5.0/-1,M10.5.0/0", y2024, y2025))
+    -- DST all year: no change at all, the DST offset
+    assert.same({}, changes("EST5EDT,0/0,J365/25", y2024, y2024 + 10 * 31556952))
+    assert.equal(-4 * 3600, tzif.from_posix("EST5EDT,0/0,J365/25"):offset(y2024))
+  end)
+
+  it("caches a zone by name: one read of the file", function()
+    assert.equal(tzif.load("Asia/Kolkata"), tzif.load("Asia/Kolkata"))
+    assert.equal(tzif.load("UTC"), tzif.load("UTC"))
+  end)
+end)
+
+describe('tz = "local"', function()
+  -- What a child process with TZ set (or unset) answers: the next three
+  -- times of "30 2 * * *" from 2026-03-28 00:00 UTC, or the error.
+  local function child(tz_env)
+    local lua = os.getenv("HWT_LUA") or "lua5.4"
+    local code = 'local c, err = require("hwtimer.cron").parse("30 2 * * *", { tz = "local" }) '
+      .. 'if not c then print(err) else local t = 1774656000 for _ = 1, 3 do t = c:next(t) io.write(t, " ") end '
+      .. 'print(tostring(c)) end'
+    local env = tz_env and "env TZ='" .. tz_env .. "'" or "env -u TZ"
+    return (helpers.shell(string.format("%s %s -e '%s' 2>&1", env, lua, code:gsub("'", "'\\''"))):gsub("%s+$", ""))
+  end
+
+  local BERLIN = "1774661400 1774746000 1774830600 hwtimer.cron (30 2 * * *, local)"
+  local UTC = "1774665000 1774751400 1774837800 hwtimer.cron (30 2 * * *, local)"
+
+  it("is the zone $TZ names, as a name, :name, a path or a POSIX string", function()
+    assert.equal(BERLIN, child("Europe/Berlin"))
+    assert.equal(BERLIN, child(":Europe/Berlin"))
+    assert.equal(BERLIN, child(ZONEINFO .. "/Europe/Berlin"))
+    assert.equal(BERLIN, child("CET-1CEST,M3.5.0,M10.5.0/3"))
+    assert.equal(UTC, child(""))
+    assert.equal(UTC, child("UTC"))
+  end)
+
+  it("without $TZ, /etc/localtime", function()
+    local data = io.open("/etc/localtime") and helpers.read_file("/etc/localtime")
+    if not data then return pending("no /etc/localtime") end
+    local zone = assert(tzif.from_data(data, "localtime"))
+    local c = assert(cron.parse("30 2 * * *"))
+    c.zone = zone -- (the schedule in that zone, as parse({ tz = "local" }) makes it)
+    local t, want = 1774656000, {}
+    for i = 1, 3 do t = c:next(t) want[i] = t end
+    assert.equal(table.concat(want, " ") .. " hwtimer.cron (30 2 * * *, local)", child(nil))
+  end)
+
+  it("a $TZ that names nothing: nil and a message", function()
+    assert.equal("cron: TZ 'Nowhere/Land' is neither a time zone name nor a POSIX TZ string", child("Nowhere/Land"))
+    assert.equal("cron: TZ '/nonexistent': no such file", child("/nonexistent"))
+  end)
+end)
