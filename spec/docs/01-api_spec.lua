@@ -1,7 +1,7 @@
 -- The docs are the reference: every name in every luaL_Reg table of the
 -- binding, and every public function of the Lua modules, must have a
 -- "**syntax:**" line in README.md or one of docs/*.md (docs/api.md,
--- docs/hosts.md, docs/durable.md, docs/cron.md). Adding a method without documenting it
+-- docs/hosts.md, docs/durable.md, docs/cron.md, docs/metrics.md). Adding a method without documenting it
 -- fails this spec (and so CI).
 local read = require("spec.helpers").read_file
 
@@ -110,13 +110,10 @@ describe("API reference (README.md and docs/*.md)", function()
       { "lua/hwtimer/durable.lua", "^function M%.([%w_]+)", "durable.%s(" },
       { "lua/hwtimer/durable.lua", "^function Queue:(%a[%w_]*)", "q:%s(" }, -- not __tostring
       { "lua/hwtimer/durable/ngx.lua", "^function M%.([%w_]+)", 'require("hwtimer.durable.ngx").%s(' },
-<<<<<<< HEAD
       { "lua/hwtimer/metrics.lua", "^function M%.([%w_]+)", "metrics.%s(" },
       { "lua/hwtimer/metrics_ngx.lua", "^function M%.([%w_]+)", 'require("hwtimer.metrics_ngx").%s(' },
-=======
       { "lua/hwtimer/cron.lua", "^function M%.([%w_]+)", "cron.%s(" },
       { "lua/hwtimer/cron.lua", "^function Cron:(%a[%w_]*)", "c:%s(" }, -- not __tostring
->>>>>>> cron
     }
     local seen = 0
     for _, m in ipairs(modules) do
