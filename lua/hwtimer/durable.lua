@@ -19,6 +19,7 @@ local engine_api = require("hwtimer.durable.engine")
 local ids = require("hwtimer.durable.ids")
 local window = require("hwtimer.durable.window")
 local runs = require("hwtimer.durable.runs")
+local schedule = require("hwtimer.durable.schedule")
 local type_name, callable, is_timer = check.type_name, check.callable, check.is_timer
 
 local floor, huge, max, min = math.floor, math.huge, math.max, math.min
@@ -240,9 +241,15 @@ function Queue:handle(kind, fn)
   if fn then soon(self) end
 end
 
--- Store one job; the common part of schedule, at and every. `when` is a
--- delay when `relative` (the engine adds its clock's now), else epoch seconds.
-local function put(self, fname, kind, when, relative, payload, opts, every)
+-- q:schedule's and q:at's options; q:every's are these and
+-- hwtimer.durable.schedule's.
+local ID_ONLY = { id = true }
+local EVERY_OPTIONS = { id = true }
+for k in pairs(schedule.OPTIONS) do EVERY_OPTIONS[k] = true end
+
+-- Check the common arguments of schedule, at and every; returns the id
+-- given (or nil).
+local function common(fname, kind, payload, opts, allowed)
   if type(kind) ~= "string" or kind == "" then -- name(), inline: this is the hot path
     argerror(1, fname, "non-empty string expected, got " .. type_name(kind))
   end
@@ -253,18 +260,25 @@ local function put(self, fname, kind, when, relative, payload, opts, every)
   if opts ~= nil then
     if type(opts) ~= "table" then argerror(4, fname, "table expected, got " .. type_name(opts)) end
     for k in pairs(opts) do
-      if k ~= "id" then argerror(4, fname, "unknown option '" .. tostring(k) .. "'") end
+      if not allowed[k] then argerror(4, fname, "unknown option '" .. tostring(k) .. "'") end
     end
     id = opts.id
     if id ~= nil and not name(id) then
       argerror(4, fname, "option 'id': non-empty string expected, got " .. type_name(id))
     end
   end
+  return id
+end
+
+-- Store one job; the common part of schedule, at and every. `when` is a
+-- delay when `relative` (the engine adds its clock's now), else epoch
+-- seconds; `sched`: a schedule's (hwtimer.durable.schedule's config).
+local function put(self, kind, when, relative, payload, id, every, sched)
   local batching = self._batching
   if batching ~= nil and batching ~= current() then return nil, BATCH_BUSY end
   local fresh = id == nil -- ours: no job of that id to replace
   id = id or self._new_id()
-  local key, due = self._engine:put(id, kind, payload, when, relative, every, fresh)
+  local key, due = self._engine:put(id, kind, payload, when, relative, every, fresh, sched)
   if not key then return nil, "hwtimer.durable: " .. tostring(due) end
   if not self._batching and due < self._loaded_until then -- (a batch's come with its commit)
     if due <= self._now() then soon(self) else load(self, key, due) end
@@ -279,7 +293,7 @@ function Queue:schedule(kind, delay, payload, opts)
     argerror(2, "schedule", "finite number of seconds up to 1e9 expected, got " ..
       shown(delay))
   end
-  return put(self, "schedule", kind, delay, true, payload, opts)
+  return put(self, kind, delay, true, payload, common("schedule", kind, payload, opts, ID_ONLY))
 end
 
 --- id, err = q:at(kind, epoch_seconds, [payload], [opts])
@@ -288,17 +302,27 @@ function Queue:at(kind, when, payload, opts)
   if not finite(when) then
     argerror(2, "at", "finite number expected, got " .. shown(when))
   end
-  return put(self, "at", kind, when, false, payload, opts)
+  return put(self, kind, when, false, payload, common("at", kind, payload, opts, ID_ONLY))
 end
 
---- id, err = q:every(kind, interval, [payload], [opts])
-function Queue:every(kind, interval, payload, opts)
+--- id, err = q:every(kind, interval | cron, [payload], [opts]): a durable
+-- schedule (hwtimer.durable.schedule); opts: id (an upsert), tz, start,
+-- stop, limit, missed, window.
+function Queue:every(kind, spec, payload, opts)
   live(self, "every")
-  if not span(interval) then
-    argerror(2, "every", "positive number of seconds up to 1e9 expected, got " ..
-      shown(interval))
+  if type(spec) ~= "string" and not span(spec) then
+    argerror(2, "every", type(spec) == "number"
+      and "positive number of seconds up to 1e9 expected, got " .. shown(spec)
+      or "positive number of seconds up to 1e9 or cron expression expected, got " .. type_name(spec))
   end
-  return put(self, "every", kind, interval, true, payload, opts, interval)
+  local id = common("every", kind, payload, opts, EVERY_OPTIONS)
+  local sched, err = schedule.config(spec, opts, function(n, msg) argerror(n, "every", msg) end)
+  if not sched then return nil, "hwtimer.durable: " .. err end
+  local first = schedule.first(sched, self._now())
+  if not first then
+    return nil, "hwtimer.durable: schedule " .. (id or "") .. (id and " " or "") .. "has no time before its stop"
+  end
+  return put(self, kind, first, false, payload, id, sched.every, sched)
 end
 
 --- ok, err = q:batch(fn): fn(q) schedules, cancels ... in one transaction.

@@ -14,18 +14,32 @@
 --              (epoch); the front holds one timeout per mark in its window.
 --   row        a claimed job run: { key =, id =, kind =, payload = (string
 --              or nil), due = (epoch), attempt = (tries started, this one
---              included), every = (seconds, periodic jobs only) }.
+--              included), every = (seconds, interval schedules only) }; a
+--              schedule's (q:every) also carries what put stored of it
+--              (`sched`, below) and `runs`, `at` (the calendar time its run
+--              stands for), `late` (nil until a run of `at` started, then
+--              true or false).
+--   sched      a schedule's calendar and options, as q:every checked them
+--              (hwtimer.durable.schedule): { cron = (expression) or nil,
+--              tz, start, stop (epoch), limit, missed ("skip" | "once" |
+--              "all"), window (seconds) }; `every` comes beside it.
 --   ack        what a run's outcome asks the engine to write:
 --              { what = "done" | "next" | "retry" | "bury" | "release", row = row,
 --                arg = (retry: seconds of backoff; bury: the error text),
---                now = (epoch: when the run ended) }.
---              done: delete; next: the periodic job's next due time, the
---              first whole interval after `now`, attempts from zero; retry:
---              due at now + arg, attempts kept; bury: dead, with arg;
---              release: the run never started (a worker exiting, a queue
---              closed): due as it was, its attempt not counted.
+--                now = (epoch: when the run ended),
+--                at =, late =, runs = (schedules, below) }.
+--              done: delete; next: a schedule's next run, due at `at`
+--              (epoch: the front computed it, hwtimer.durable.schedule;
+--              the engine computes no time of a schedule), `runs` stored,
+--              attempts from zero, `late` nil again; retry: due at now +
+--              arg, attempts kept, a schedule's `at` and `late` stored
+--              when given; bury: dead, with arg (and `at`, `late` as
+--              retry); release: the run never started (a worker exiting, a
+--              queue closed): due as it was, its attempt not counted.
 --   job        what q:get and q:dead show: { id, kind, payload, due,
---              attempt, every, dead = true|nil, error, leased = true|nil }.
+--              attempt, every, dead = true|nil, error, leased = true|nil },
+--              and for a schedule cron, tz, start, stop, limit, missed,
+--              window, runs, scheduled_for (its pending run's `at`).
 --   hi         the end of the front's window (epoch): marks at or past it
 --              are not returned (the refill reads them when their time comes).
 --
@@ -43,12 +57,20 @@
 --   e.name           a field: the store as messages and tostring(q) show it.
 --   e:now()          -> epoch, the store's clock.
 --   e:close()
---   e:put(id, kind, payload, when, relative, every, fresh)
+--   e:put(id, kind, payload, when, relative, every, fresh, sched)
 --                    store a job (replacing one of that id) due at `when`
 --                    epoch, or `when` seconds from the store's now when
---                    `relative`; periodic when `every`; `fresh`: the id is
---                    new, nothing to replace. -> key, due (epoch); inside
---                    begin/commit -> true (the commit returns its mark).
+--                    `relative`; `fresh`: the id is new, nothing to
+--                    replace. -> key, due (epoch); inside begin/commit ->
+--                    true (the commit returns its mark). A schedule has
+--                    `sched` (and `every` for an interval), `when` is its
+--                    first run's time; over a job of that id, atomically:
+--                    the same schedule (kind, payload, every and every
+--                    field of sched equal) is left as it is (-> its key and
+--                    due); one of the same calendar (every, cron, tz, start)
+--                    whose run is pending keeps that run (its due, at,
+--                    late, attempts); any other is replaced, due at `when`.
+--                    A schedule keeps the `runs` of the one it replaces.
 --   e:cancel(id)     -> key (deleted, pending or dead); false (no such job);
 --                    false, lease_end (another owner holds it under a live
 --                    lease: left as it is). This owner's own lease does not

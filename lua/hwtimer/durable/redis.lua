@@ -55,6 +55,9 @@ Engine.OPTIONS = {
 }
 
 local function us(seconds) return format("%.0f", ceil(seconds * 1e6)) end
+-- a schedule's times: to the nearest microsecond (a calendar time read
+-- back and written again stays the same)
+local function us_near(seconds) return format("%.0f", seconds * 1e6) end
 
 -- The fields of a length-prefixed blob, in turn (nil at the end).
 local function fields_of(b)
@@ -88,7 +91,7 @@ function Engine.open(o, owner)
     name = "redis " .. base, owner = owner, sha = {}, kinds = {}, handled = {},
     offset = 0, offset_lo = -math.huge, offset_hi = math.huge, synced_at = mono(),
     claimed_until = 0,
-    keys = { base .. ":j", base .. ":kinds", base .. ":dead", base .. ":meta" }, intake = base .. ":in",
+    keys = { base .. ":j", base .. ":kinds", base .. ":dead", base .. ":meta" }, intake = base .. ":intake",
   }, Engine)
   if type(o.redis) == "function" or (getmetatable(o.redis) and not o.redis.evalsha) then
     self.connect = o.redis
@@ -127,23 +130,34 @@ local function when_us(when)
   return last_w
 end
 
+-- A schedule's calendar and options as the scripts read them
+-- (hwtimer.durable.redis_schedules): cron, tz, start, stop, limit, missed,
+-- window, '' for none; "" for a job that is no schedule.
+local function sched_put(s)
+  if not s then return "" end
+  local function t(v) return v and us_near(v) or "" end
+  return blob({ s.cron or "", s.tz or "", t(s.start), t(s.stop), s.limit and format("%d", s.limit) or "",
+                s.missed or "", t(s.window) })
+end
+
 -- The job as one string (a single concatenation: a table of its parts and
 -- table.concat take twice as long), and its `when` text.
-local function job_put(id, kind, payload, when, relative, every, fresh)
-  local p, w, e = payload or "", when_us(when), every and us(every) or "0"
+local function job_put(id, kind, payload, when, relative, every, fresh, sched)
+  local p, w, e, sc = payload or "", when_us(when), every and us(every) or "0", sched_put(sched)
   return u32(#id) .. id .. u32(#kind) .. kind .. (payload and "\1" or "\0") .. (relative and "\1" or "\0") ..
-    (fresh and "\1" or "\0") .. u32(#p) .. p .. u32(#w) .. w .. u32(#e) .. e, w
+    (fresh and "\1" or "\0") .. u32(#p) .. p .. u32(#w) .. w .. u32(#e) .. e .. u32(#sc) .. sc, w
 end
 
 -- Store one job (in a batch: keep it for the commit, returning true).
 -- `fresh`: the front made the id, so no job has it (nothing to replace).
-function Engine:put(id, kind, payload, when, relative, every, fresh)
-  local job, w = job_put(id, kind, payload, when, relative, every, fresh)
+-- A schedule (`sched`) goes through `put`, which may keep the one stored.
+function Engine:put(id, kind, payload, when, relative, every, fresh, sched)
+  local job, w = job_put(id, kind, payload, when, relative, every, fresh, sched)
   if self.batch then
     self.batch[#self.batch + 1] = job
     return true
   end
-  if fresh then return self:add(job, relative, w) end
+  if fresh and not sched then return self:add(job, relative, w) end
   local res, err = self:run("put", job)
   if not res then return nil, err end
   local due = tonumber(res[2])
@@ -201,15 +215,35 @@ function Engine:cancel(id)
   return res[2] and tonumber(res[2]) or false
 end
 
--- A job from a reply's nine fields starting at res[i].
+-- A schedule's fields from a reply's text (redis_schedules' sched_text)
+-- into `job`, as q:get shows them; returns its run's time and lateness.
+-- A periodic job of format 3 has none: its interval makes it a schedule.
+local function sched_of(job, text)
+  if text == "" and not job.every then return end
+  local f = fields_of(text)
+  local v = {}
+  for i = 1, 10 do
+    local x = f()
+    v[i] = x ~= "" and x or nil
+  end
+  local function t(x) return x and tonumber(x) / 1e6 end
+  job.cron, job.tz, job.start, job.stop, job.limit = v[1], v[2], t(v[3]), t(v[4]), tonumber(v[5])
+  job.missed, job.window, job.runs = v[6] or "once", t(v[7]), tonumber(v[8]) or 0
+  job.scheduled_for = t(v[9]) or job.due
+  return job.scheduled_for, v[10] and v[10] == "1"
+end
+
+-- A job from a reply's ten fields starting at res[i] (and a schedule's
+-- run's time and lateness).
 local function job_of(res, i, id)
   local every = tonumber(res[i + 5])
-  return {
+  local job = {
     id = id, kind = res[i], payload = tonumber(res[i + 1]) == 1 and res[i + 2] or nil,
     due = tonumber(res[i + 3]) / 1e6, attempt = tonumber(res[i + 4]),
     every = every ~= 0 and every / 1e6 or nil, dead = tonumber(res[i + 6]) == 1 or nil,
     error = res[i + 7] ~= "" and res[i + 7] or nil, leased = tonumber(res[i + 8]) == 1 or nil,
   }
+  return job, sched_of(job, res[i + 9])
 end
 
 function Engine:get(id)
@@ -229,7 +263,7 @@ function Engine:dead()
   local res, err = self:run("dead")
   if not res then return nil, err end
   local list = {}
-  for i = 2, #res, 10 do list[#list + 1] = job_of(res, i + 1, res[i]) end
+  for i = 2, #res, 11 do list[#list + 1] = job_of(res, i + 1, res[i]) end
   return list
 end
 
@@ -293,7 +327,7 @@ function Engine:jobs(state, kind, limit, after_due, after_id)
     after_due and format("%.0f", after_due * 1e6) or "", after_id or "")
   if not res then return nil, err end
   local list = {}
-  for i = 2, #res, 10 do list[#list + 1] = job_of(res, i + 1, res[i]) end
+  for i = 2, #res, 11 do list[#list + 1] = job_of(res, i + 1, res[i]) end
   return list
 end
 
@@ -358,7 +392,8 @@ end
 -- Claim and acknowledge
 ---------------------------------------------------------------------------
 
--- The front's acknowledgements as one script argument.
+-- The front's acknowledgements as one script argument: what, id, attempt,
+-- arg, and a schedule's at, runs, late.
 local function acks_blob(acks)
   local parts = {}
   for i = 1, #acks do
@@ -367,6 +402,9 @@ local function acks_blob(acks)
     if what == "retry" then arg = us(a.arg) elseif what == "bury" then arg = a.arg end
     local n = #parts
     parts[n + 1], parts[n + 2], parts[n + 3], parts[n + 4] = what, a.row.id, tostring(a.row.attempt), arg
+    parts[n + 5] = a.at and us_near(a.at) or ""
+    parts[n + 6] = a.runs and format("%d", a.runs) or ""
+    parts[n + 7] = a.late == nil and "" or (a.late and "1" or "0")
   end
   return blob(parts)
 end
@@ -410,9 +448,9 @@ function Engine:claim(acks, _, lease, batch, hi)
   while true do
     local ready = field()
     if not ready then break end
-    for i = 1, 10 do f[i] = field() end -- id, then a job's nine fields
-    local job = job_of(f, 2, f[1])
-    job.key = tonumber(ready)
+    for i = 1, 11 do f[i] = field() end -- id, then a job's ten fields
+    local job, at, late = job_of(f, 2, f[1])
+    job.key, job.at, job.late = tonumber(ready), at, late
     rows[#rows + 1] = job
   end
   self.claimed_until = #rows < batch and tonumber(res[1]) / 1e6 or 0

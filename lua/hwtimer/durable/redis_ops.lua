@@ -172,35 +172,38 @@ return out
 ]])
 
   -- Retry: ARGV[1] the id. A dead job pending again, due now, attempt 0,
-  -- its error dropped. Returns { now, 'ok', its ready time }; { now } when
-  -- unknown; { now, 'pending' | 'leased' } when it is not dead.
+  -- its error dropped (a schedule's run as it was: the same run again).
+  -- Returns { now, 'ok', its ready time }; { now } when unknown; { now,
+  -- 'pending' | 'leased' } when it is not dead.
   S.retry = script([[
 drain()
 local id = ARGV[1]
 local raw = jget(id)
 if not raw then return { now } end
-local kind, _, every, _, owner, payload, _, dead = unpack(raw)
+local kind, _, every, _, owner, payload, _, dead, _, sched = unpack(raw)
 if dead ~= 1 then return { now, owner ~= '' and 'leased' or 'pending' } end
 redis.call('ZREM', DEAD, id)
-jset(id, pack(kind, now, every, 0, '', payload, false, 0, now))
+jset(id, pack(kind, now, every, 0, '', payload, false, 0, now, sched))
 ready_add(kind, { now, id })
 return { now, 'ok', now }
 ]])
 
   -- Run now: ARGV[1] the id. A pending job due now, its attempts kept (one
-  -- due already is left as it is). Returns { now, 'ok', its ready time };
-  -- { now } when unknown; { now, 'dead' }; { now, 'leased', lease end }.
+  -- due already is left as it is); a schedule's run stands for now.
+  -- Returns { now, 'ok', its ready time }; { now } when unknown; { now,
+  -- 'dead' }; { now, 'leased', lease end }.
   S.run_now = script([[
 drain()
 local id = ARGV[1]
 local raw = jget(id)
 if not raw then return { now } end
-local kind, _, every, attempt, owner, payload, _, dead, ready = unpack(raw)
+local kind, _, every, attempt, owner, payload, _, dead, ready, sched = unpack(raw)
 if dead == 1 then return { now, 'dead' } end
 if owner ~= '' then return { now, 'leased', ready } end
 if ready <= now then return { now, 'ok', ready } end
 ready_del(kind, id, ready)
-jset(id, pack(kind, now, every, attempt, '', payload, false, 0, now))
+if sched then sched.a, sched.k = now, nil end -- a schedule's run of now
+jset(id, pack(kind, now, every, attempt, '', payload, false, 0, now, sched))
 ready_add(kind, { now, id })
 return { now, 'ok', now }
 ]])

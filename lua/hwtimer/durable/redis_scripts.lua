@@ -5,9 +5,10 @@
 --
 -- The keys of one queue share the hash tag {p:q} (prefix, queue), so that
 -- Redis Cluster keeps them in one slot:
---   {p:q}:j:B        hash bucket B: job id -> the job, cmsgpack of its nine
+--   {p:q}:j:B        hash bucket B: job id -> the job, cmsgpack of its ten
 --                    fields (kind, due, every, attempt, owner, payload,
---                    error, dead, ready)
+--                    error, dead, ready, schedule: see
+--                    hwtimer.durable.redis_schedules)
 --   {p:q}:r:N:KIND   per kind (N its length), the index of its time slots: sorted set of
 --                    "start/width" (microseconds) scored by start
 --   {p:q}:r:N:KIND:S the slot starting at S: ids of jobs waiting to run,
@@ -16,14 +17,19 @@
 --                    their lease (reclaimed once it passes)
 --   {p:q}:kinds      set of the kinds with jobs (to count and range)
 --   {p:q}:dead       sorted set: dead job ids scored by their due time
---   {p:q}:meta       hash: app = hwtimer.durable, format = 3, buckets (how
+--   {p:q}:meta       hash: app = hwtimer.durable, format = 4, buckets (how
 --                    many job buckets), jobs (how many jobs, dead ones too)
---   {p:q}:in         list, the intake: jobs with fresh ids as `add` took
+--   {p:q}:intake     list, the intake: jobs with fresh ids as `add` took
 --                    them, an entry a call (TIME's "s us " and its jobs as
 --                    `put` reads them), not yet in a bucket and a slot; every
 --                    other script moves them there first (see S.add)
--- KEYS are {p:q}:j, kinds, dead, meta (`add`: {p:q}:in alone); the others
--- are derived from the first (same tag, same slot).
+--   {p:q}:in         a string once a store of format 3 was upgraded: the
+--                    intake of format 3, made a string so that a process
+--                    of format 3 still running fails every script at its
+--                    first command (each reads or pushes that list first),
+--                    writing nothing (see S.open)
+-- KEYS are {p:q}:j, kinds, dead, meta (`add`: {p:q}:intake alone); the
+-- others are derived from the first (same tag, same slot).
 --
 -- Why buckets and slots, not one hash and one sorted set per kind: Redis
 -- keeps a small hash or sorted set (up to 128 entries, values up to 64
@@ -43,8 +49,11 @@
 local S = {}
 
 -- 3: format 2 and the intake ({p:q}:in), which a process of format 2 would
--- not read: open upgrades a store of format 2 (nothing else changed).
-S.FORMAT = 3
+-- not read. 4: schedules (a job's tenth value, the jobs' encoding in `put`
+-- and in the intake, the acknowledgements' fields), the intake moved to
+-- {p:q}:intake and {p:q}:in a string. open upgrades a store of format 2 or
+-- 3 (their jobs are read as they are: no schedule).
+S.FORMAT = 4
 
 -- The intake holds at most about this many jobs: `add` reports its length
 -- in entries (calls), and the client that sent k jobs has it moved in (the
@@ -94,8 +103,10 @@ local function blob(t)
   end
   return table.concat(t)
 end
--- a job as replies carry it: kind, has payload, payload, due, attempt, every, dead, error, leased
-local function fields_of(out, kind, due, every, attempt, owner, payload, err, dead)
+]] .. require("hwtimer.durable.redis_schedules") .. [[
+-- a job as replies carry it: kind, has payload, payload, due, attempt,
+-- every, dead, error, leased, schedule
+local function fields_of(out, kind, due, every, attempt, owner, payload, err, dead, _, sched)
   out[#out + 1] = kind
   out[#out + 1] = payload and 1 or 0
   out[#out + 1] = payload or ''
@@ -105,6 +116,7 @@ local function fields_of(out, kind, due, every, attempt, owner, payload, err, de
   out[#out + 1] = dead
   out[#out + 1] = err or ''
   out[#out + 1] = owner ~= '' and 1 or 0
+  out[#out + 1] = sched_text(sched)
 end
 local function fields(out, raw) fields_of(out, unpack(raw)) end
 
@@ -380,40 +392,55 @@ end
 -- Collect the jobs of `jobs_in` (as `put` takes them; a relative due time
 -- counts from `at`) into `w` for jset_all, taking a replaced job out of its
 -- index; each kind's { ready, id, ... } goes to kinds[kind] for ready_add,
--- each due time to `out` when given.
-local function put_jobs(jobs_in, at, kinds, w, out)
-  local pos, read = 1, struct.unpack
+-- each due time to `out` when given. `format`: 3 for the intake of a store
+-- of format 3 (no schedule field), else 4.
+local JOB_FORMAT = { [3] = '>I4c0I4c0BBBI4c0I4c0I4c0', [4] = '>I4c0I4c0BBBI4c0I4c0I4c0I4c0' }
+local function put_jobs(jobs_in, at, kinds, w, out, format)
+  local pos, read, fmt = 1, struct.unpack, JOB_FORMAT[format or 4]
   local ids, raws = w.ids, w.raws
   while pos <= #jobs_in do
-    local id, kind, has, relative, fresh, payload, due, every
-    id, kind, has, relative, fresh, payload, due, every, pos = read('>I4c0I4c0BBBI4c0I4c0I4c0', jobs_in, pos)
+    local id, kind, has, relative, fresh, payload, due, every, sched
+    if format == 3 then
+      id, kind, has, relative, fresh, payload, due, every, pos = read(fmt, jobs_in, pos)
+      sched = ''
+    else
+      id, kind, has, relative, fresh, payload, due, every, sched, pos = read(fmt, jobs_in, pos)
+    end
     due, every = tonumber(due), tonumber(every)
     if relative == 1 then due = at + due end
+    payload = has == 1 and payload
     local old = fresh ~= 1 and jget(id)
-    if old then
-      local old_kind, _, _, _, owner, _, _, dead, ready = unpack(old)
-      unindex(id, old_kind, owner, dead, ready)
+    local s, attempt = sched_read(sched), 0
+    if s then due, attempt, s = sched_put(old, kind, payload, due, every, s) end
+    if not due then -- the same schedule: as it is (`attempt` is its due time)
+      if out then out[#out + 1] = attempt end
     else
-      w.new = w.new + 1
+      if old then
+        local old_kind, _, _, _, owner, _, _, dead, ready = unpack(old)
+        unindex(id, old_kind, owner, dead, ready)
+      else
+        w.new = w.new + 1
+      end
+      local n = #ids + 1
+      ids[n], raws[n] = id, pack(kind, due, every, attempt, '', payload, false, 0, due, s)
+      local list = kinds[kind]
+      if not list then
+        list = {}
+        kinds[kind] = list
+      end
+      list[#list + 1], list[#list + 2] = due, id
+      if out then out[#out + 1] = due end
     end
-    local n = #ids + 1
-    ids[n], raws[n] = id, pack(kind, due, every, 0, '', has == 1 and payload, false, 0, due)
-    local list = kinds[kind]
-    if not list then
-      list = {}
-      kinds[kind] = list
-    end
-    list[#list + 1], list[#list + 2] = due, id
-    if out then out[#out + 1] = due end
   end
 end
 -- Move the intake's jobs into their buckets and slots, as `put` would
 -- have at the time `add` took them. Every script but open, add and put
 -- (which calls it first) calls it before anything else, so that none sees
 -- the store without them.
-local INTAKE = base .. ':in'
-local function drain()
-  local items = redis.call('LRANGE', INTAKE, 0, -1)
+local INTAKE = base .. ':intake'
+local function drain(intake, format)
+  intake = intake or INTAKE
+  local items = redis.call('LRANGE', intake, 0, -1)
   if #items == 0 then return end
   local kinds, w = {}, { ids = {}, raws = {}, new = 0 }
   local find, sub = string.find, string.sub
@@ -421,13 +448,14 @@ local function drain()
     local e = items[i]
     local a = find(e, ' ', 1, true)
     local b = find(e, ' ', a + 1, true)
-    put_jobs(sub(e, b + 1), tonumber(sub(e, 1, a - 1)) * 1000000 + tonumber(sub(e, a + 1, b - 1)), kinds, w)
+    put_jobs(sub(e, b + 1), tonumber(sub(e, 1, a - 1)) * 1000000 + tonumber(sub(e, a + 1, b - 1)), kinds, w, nil,
+      format)
   end
   jset_all(w)
   for kind, list in pairs(kinds) do ready_add(kind, list) end
   -- emptied once its jobs are in (a script that fails halfway keeps what it
   -- wrote: the next one moves the same jobs in again, to the same places)
-  redis.call('DEL', INTAKE)
+  redis.call('DEL', intake)
   -- (the count written here: not every script that drains ends with done)
   if counted and counted ~= jobs then
     redis.call('HSET', META, 'jobs', jobs)
@@ -437,12 +465,13 @@ end
 ]]
 
 -- Acknowledgements (in claim and ack): ARGV[1] owner, ARGV[2] a blob of
--- (what, id, attempt, arg) per job: done, next (a periodic job's next
--- period), retry (after arg microseconds), bury (arg is the error), release
--- (claimed, never started: due as it was, the attempt not counted). Only
--- the owner of the lease and the attempt it claimed count: a job replaced,
--- cancelled or reclaimed meanwhile is left as it is. The new ready times go
--- to `reload`.
+-- (what, id, attempt, arg, at, runs, late) per job: done, next (a
+-- schedule's next run, due at `at`, `runs` counted), retry (after arg
+-- microseconds), bury (arg is the error), release (claimed, never started:
+-- due as it was, the attempt not counted); a schedule's retry and bury keep
+-- `at` and `late`, the run's ('' for none). Only the owner of the lease and
+-- the attempt it claimed count: a job replaced, cancelled or reclaimed
+-- meanwhile is left as it is. The new ready times go to `reload`.
 local ACK = [[
 local function ack_all(owner, blob, reload)
   local field, in_flight = reader(blob), {}
@@ -450,29 +479,32 @@ local function ack_all(owner, blob, reload)
     local what = field()
     if not what then break end
     local id, claimed, arg = field(), tonumber(field()), field()
+    local at, runs, late = tonumber(field()), tonumber(field()), tonumber(field())
     local raw = jget(id)
     if raw then
-      local kind, due, every, attempt, holder, payload = unpack(raw)
+      local kind, due, every, attempt, holder, payload, _, _, _, sched = unpack(raw)
       if holder == owner and attempt == claimed then
         local ids = in_flight[kind] or {}
         in_flight[kind] = ids
         ids[#ids + 1] = id
+        if sched and at and what ~= 'next' then sched.a, sched.k = at, late end
         if what == 'done' then
           jdel(id)
         elseif what == 'bury' then
-          jset(id, pack(kind, due, every, attempt, '', payload, arg, 1, 0))
+          jset(id, pack(kind, due, every, attempt, '', payload, arg, 1, 0, sched))
           redis.call('ZADD', DEAD, due, id)
         else
           local next_due, next_attempt
-          if what == 'next' then -- periods missed while no process ran are skipped
-            next_due = due + every * math.max(1, floor((now - due) / every) + 1)
-            next_attempt = 0
+          if what == 'next' then -- the front computed it, once
+            sched = sched or {} -- (a periodic job of format 3)
+            sched.a, sched.r, sched.k = at, runs, nil
+            next_due, next_attempt = at, 0
           elseif what == 'release' then -- never started: as it was
             next_due, next_attempt = due, attempt - 1
           else
             next_due, next_attempt = now + tonumber(arg), attempt
           end
-          jset(id, pack(kind, next_due, every, next_attempt, '', payload, false, 0, next_due))
+          jset(id, pack(kind, next_due, every, next_attempt, '', payload, false, 0, next_due, sched))
           ready_add(kind, { next_due, id })
           reload[#reload + 1] = next_due
         end
@@ -496,55 +528,17 @@ local function script(body, with_ack)
   return PRELUDE .. (with_ack and ACK or "") .. body
 end
 
--- Open: check that the keys are ours (or absent: then make them ours).
--- Returns { now, 0 } or { now, 1, message }.
-S.open = script([[
-local function typ(k) return redis.call('TYPE', k).ok end
-local function refuse(msg) return { now, 1, msg } end
-local upgrade = false
-local want = { [KINDS] = 'set', [DEAD] = 'zset', [META] = 'hash', [JOBS .. ':0'] = 'hash', [INTAKE] = 'list' }
-for _, k in ipairs({ JOBS .. ':0', KINDS, DEAD, META, INTAKE }) do
-  local ty = typ(k)
-  if ty ~= 'none' and ty ~= want[k] then
-    return refuse('key ' .. k .. ' is a ' .. ty .. ', not a ' .. want[k] .. ' (not a hwtimer.durable store)')
-  end
-end
-if typ(META) == 'none' then
-  if typ(JOBS .. ':0') ~= 'none' or typ(KINDS) ~= 'none' or typ(DEAD) ~= 'none' or typ(INTAKE) ~= 'none' then
-    return refuse('not a hwtimer.durable store (no ' .. META .. ')')
-  end
-  redis.call('HSET', META, 'app', 'hwtimer.durable', 'format', ARGV[1], 'buckets', 1, 'jobs', 0)
-else
-  local app, format_ = redis.call('HGET', META, 'app'), redis.call('HGET', META, 'format')
-  if app ~= 'hwtimer.durable' then
-    return refuse('not a hwtimer.durable store (' .. META .. ' app is ' .. tostring(app or 'missing') .. ')')
-  end
-  -- (format 2: the same layout without the intake; upgraded once every
-  -- other check has passed, so that a store refused is left as it was)
-  upgrade = format_ == '2' and ARGV[1] == '3'
-  if format_ ~= ARGV[1] and not upgrade then
-    return refuse('store format ' .. tostring(format_) .. ', this module reads ' .. ARGV[1])
-  end
-end
-for _, kind in ipairs(redis.call('SMEMBERS', KINDS)) do
-  for _, k in ipairs({ rkey(kind), lkey(kind) }) do
-    local ty = typ(k)
-    if ty ~= 'none' and ty ~= 'zset' then
-      return refuse('key ' .. k .. ' is a ' .. ty .. ', not a zset (not a hwtimer.durable store)')
-    end
-  end
-end
-if upgrade then redis.call('HSET', META, 'format', ARGV[1]) end
-return { now, 0 }
-]])
+-- Open: check the keys, make a store or upgrade one (its own file).
+S.open = require("hwtimer.durable.redis_open")(script)
 
 -- Put: ARGV[1] the jobs, each (id, kind, has payload, relative, fresh,
--- payload, when, every) as hwtimer.durable.redis writes them for
+-- payload, when, every, schedule) as hwtimer.durable.redis writes them for
 -- struct.unpack (a fifth of the time the blob's reader takes here); `when`
 -- is a delay from now when relative. A job with an id that exists replaces
--- it (its lease, attempts and death go with it); a fresh id (one the
--- client made: time, a random tag and a count) is not looked up.
--- Returns { now, due... }.
+-- it (its lease, attempts and death go with it), but for a schedule put
+-- again (sched_put: the same one is left as it is, one of the same
+-- calendar keeps its pending run); a fresh id (one the client made: time,
+-- a random tag and a count) is not looked up. Returns { now, due... }.
 S.put = script([[
 drain()
 local out, kinds, w = { now }, {}, { ids = {}, raws = {}, new = 0 }
@@ -673,9 +667,9 @@ while true do
   local claimed = tonumber(field())
   local raw = jget(id)
   if raw then
-    local kind, due, every, attempt, holder, payload = unpack(raw)
+    local kind, due, every, attempt, holder, payload, _, _, _, sched = unpack(raw)
     if holder == owner and attempt == claimed then
-      jset(id, pack(kind, due, every, attempt, owner, payload, false, 0, until_))
+      jset(id, pack(kind, due, every, attempt, owner, payload, false, 0, until_, sched))
       redis.call('ZADD', lkey(kind), until_, id)
       kept[#kept + 1] = id
     end
@@ -731,17 +725,17 @@ for i = 1, math.min(most, #due) do
   local d = due[i]
   local id, ready, kind, in_slot = d[1], d[2], d[3], d[4]
   local raw = jget(id)
-  local k, d, every, attempt, owner, payload, _, dead, stored
-  if raw then k, d, every, attempt, owner, payload, _, dead, stored = unpack(raw) end
+  local k, d, every, attempt, owner, payload, _, dead, stored, sched
+  if raw then k, d, every, attempt, owner, payload, _, dead, stored, sched = unpack(raw) end
   -- (an entry its job no longer has is dropped: it was taken out above)
   if raw and k == kind and dead ~= 1 and stored == ready and (owner == '') == (in_slot and true or false) then
-    jset(id, pack(k, d, every, attempt + 1, claimer, payload, false, 0, until_))
+    jset(id, pack(k, d, every, attempt + 1, claimer, payload, false, 0, until_, sched))
     local l = leased[kind] or {}
     leased[kind] = l
     l[#l + 1], l[#l + 2] = until_, id
     rows[#rows + 1] = ready
     rows[#rows + 1] = id
-    fields_of(rows, k, d, every, attempt + 1, claimer, payload, false, 0)
+    fields_of(rows, k, d, every, attempt + 1, claimer, payload, false, 0, until_, sched)
   end
 end
 for kind, l in pairs(leased) do call_many('ZADD', lkey(kind), l) end

@@ -11,6 +11,7 @@
 -- another. A pass claims only what the free workers can start now: a
 -- process never holds due jobs that another could be running.
 local window = require("hwtimer.durable.window")
+local schedule = require("hwtimer.durable.schedule")
 
 local later, cancelled, report = window.later, window.cancelled, window.report
 local soon, unload, load_all, other_batch = window.soon, window.unload, window.load_all, window.other_batch
@@ -77,13 +78,24 @@ end
 
 -- What the handler's outcome asks the engine to write, with the time the
 -- run ended (the engine may prefer its own clock): an acknowledgement as
--- hwtimer.durable.engine describes it.
-local function outcome(self, row, ok, err)
-  if ok then return { what = row.every and "next" or "done", row = row, now = self._now() } end
-  if row.attempt >= self._attempts then
-    return { what = "bury", row = row, arg = tostring(err), now = self._now() }
+-- hwtimer.durable.engine describes it. A schedule's run (`at`: the calendar
+-- time it stood for, `late`) acknowledges its next time, computed here
+-- once (hwtimer.durable.schedule), or its end; its retries keep `at`.
+local function outcome(self, row, ok, err, at, late)
+  local now = self._now()
+  if ok then
+    if not at then return { what = "done", row = row, now = now } end
+    local ack, why = schedule.next(row, at, now)
+    if not ack then -- (its zone is gone from this machine: dead, saying why)
+      return { what = "bury", row = row, arg = tostring(why), now = now, at = at, late = late }
+    end
+    ack.row, ack.now = row, now
+    return ack
   end
-  return { what = "retry", row = row, arg = backoff(self, row.attempt), now = self._now() }
+  if row.attempt >= self._attempts then
+    return { what = "bury", row = row, arg = tostring(err), now = now, at = at, late = late }
+  end
+  return { what = "retry", row = row, arg = backoff(self, row.attempt), now = now, at = at, late = late }
 end
 
 local function add_ack(self, ack)
@@ -242,9 +254,31 @@ local function count_run(self, kind, what)
   k[o] = k[o] + 1
 end
 
+-- A schedule's row: the calendar time its run stands for and whether it is
+-- late, or no run (the acknowledgement to write instead: missed times
+-- skipped, the schedule ended).
+local function schedule_run(self, row)
+  local at, late, why = schedule.begin(row, self._now())
+  if at then return at, late end
+  if late then
+    late.row, late.now = row, self._now()
+    add_ack(self, late)
+    return nil
+  end
+  local ack = { what = "bury", row = row, arg = tostring(why), now = self._now() }
+  report(self, why, { id = row.id, kind = row.kind })
+  add_ack(self, ack)
+  return nil
+end
+
 local function run_handler(self, row)
+  local at, late
+  if row.every or row.cron then
+    at, late = schedule_run(self, row)
+    if not at then return end
+  end
   local job = { id = row.id, kind = row.kind, payload = row.payload, due = row.due, attempt = row.attempt,
-                every = row.every }
+                every = row.every, cron = row.cron, tz = row.tz, scheduled_for = at, late = late }
   local fn = self._handlers[job.kind]
   local ok, err
   if fn then
@@ -253,7 +287,7 @@ local function run_handler(self, row)
     ok, err = false, "no handler for kind '" .. job.kind .. "'"
   end
   if not ok then report(self, err, job) end
-  local ack = outcome(self, row, ok, err)
+  local ack = outcome(self, row, ok, err, at, late)
   count_run(self, job.kind, ack.what)
   add_ack(self, ack)
 end

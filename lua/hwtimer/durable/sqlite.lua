@@ -13,8 +13,6 @@
 -- committed.
 local sqlite = require("hwtimer.sqlite")
 
-local floor, max = math.floor, math.max
-
 local Engine = {}
 Engine.__index = Engine
 
@@ -27,9 +25,17 @@ Engine.OPTIONS = {
 }
 
 local APP_ID = 1213682756 -- "HWTD": PRAGMA application_id of a store
-local FORMAT = 1 -- PRAGMA user_version: the schema below
+local FORMAT = 2 -- PRAGMA user_version: the schema below
 local CHECKPOINT_PAGES = 1000 -- SQLite's own default mark
 
+-- Format 2 added the columns of schedules (cron ... late) and renamed
+-- format 1's `every` to `period`. The new name is a fence: a process of
+-- format 1 still running when a process of format 2 upgrades the file finds
+-- every statement of its that names `every` (its claim, schedule, requeue,
+-- get) failing with "no such column: every" once SQLite prepares it again
+-- for the new schema, so it writes no row of the new format without the
+-- new columns. An upgraded file and a new one have the same columns in the
+-- same order.
 local SCHEMA = [[
 CREATE TABLE hwtimer_jobs (
   seq     INTEGER PRIMARY KEY AUTOINCREMENT, -- new at every write of a due time
@@ -39,34 +45,75 @@ CREATE TABLE hwtimer_jobs (
   payload BLOB,
   due     REAL NOT NULL,             -- epoch seconds: when this run is due
   ready   REAL NOT NULL,             -- when it may be claimed: due, or the lease's end
-  every   REAL,                      -- a periodic job's interval
+  period  REAL,                      -- an interval schedule's interval (format 1: every)
   attempt INTEGER NOT NULL DEFAULT 0, -- attempts started
   owner   TEXT,                      -- the process holding the lease
   dead    INTEGER NOT NULL DEFAULT 0,
-  error   TEXT                       -- a dead job's last error
+  error   TEXT,                      -- a dead job's last error
+  cron    TEXT,                      -- a cron schedule's expression
+  tz      TEXT,                      -- its zone (NULL: UTC)
+  start   REAL,                      -- a schedule's bounds (epoch seconds)
+  stop    REAL,
+  runs_limit INTEGER,                -- most runs
+  missed  TEXT,                      -- 'skip', 'once' or 'all'
+  missed_window REAL,                -- seconds back a missed time still runs
+  runs    INTEGER,                   -- runs ended so far
+  at      REAL,                      -- the calendar time this run stands for
+  late    INTEGER                    -- NULL until its run started; then 1 if late
 );
 CREATE UNIQUE INDEX hwtimer_jobs_id ON hwtimer_jobs (queue, id);
 CREATE INDEX hwtimer_jobs_ready ON hwtimer_jobs (queue, ready) WHERE dead = 0;
 ]]
 
+-- Format 1 to 2, in the transaction that checked the format.
+local UPGRADE_1 = [[
+ALTER TABLE hwtimer_jobs RENAME COLUMN every TO period;
+ALTER TABLE hwtimer_jobs ADD COLUMN cron TEXT;
+ALTER TABLE hwtimer_jobs ADD COLUMN tz TEXT;
+ALTER TABLE hwtimer_jobs ADD COLUMN start REAL;
+ALTER TABLE hwtimer_jobs ADD COLUMN stop REAL;
+ALTER TABLE hwtimer_jobs ADD COLUMN runs_limit INTEGER;
+ALTER TABLE hwtimer_jobs ADD COLUMN missed TEXT;
+ALTER TABLE hwtimer_jobs ADD COLUMN missed_window REAL;
+ALTER TABLE hwtimer_jobs ADD COLUMN runs INTEGER;
+ALTER TABLE hwtimer_jobs ADD COLUMN at REAL;
+ALTER TABLE hwtimer_jobs ADD COLUMN late INTEGER;
+PRAGMA user_version = 2;
+]]
+
 Engine.SCHEMA = SCHEMA
+
+-- A job's columns as job_of reads them, and a schedule's as a row carries them.
+local JOB = "id, kind, payload, due, attempt, period, dead, error, owner, " ..
+  "cron, tz, start, stop, runs_limit, missed, missed_window, runs, at"
+local SCHED = "cron, tz, start, stop, runs_limit, missed, missed_window"
+local ROW = "seq, id, kind, payload, due, attempt, period, " .. SCHED .. ", runs, at, late"
+-- A copy of a row with a new seq (so that other processes see its new due
+-- time): the columns written, and those carried over.
+local COPY = "INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, period, attempt, " ..
+  SCHED .. ", runs, at, late) SELECT queue, id, kind, payload, "
 
 -- The statements, prepared once per queue.
 local SQL = {
   begin = "BEGIN IMMEDIATE",
   commit = "COMMIT",
   rollback = "ROLLBACK",
-  insert = [[INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, every)
+  insert = [[INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, period)
              VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)]],
+  -- a schedule: its calendar and options, the runs so far, its run's time
+  insert_schedule = "INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, period, " ..
+    "attempt, " .. SCHED .. [[, runs, at, late)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)]],
+  -- what an upsert compares
+  schedule_of = "SELECT kind, payload, period, " .. SCHED ..
+    ", runs, due, at, late, attempt, owner, dead, seq FROM hwtimer_jobs WHERE queue = ?1 AND id = ?2",
   -- not a job another process holds under a live lease: it may be running there
   cancel = [[DELETE FROM hwtimer_jobs WHERE queue = ?1 AND id = ?2
              AND (owner IS NULL OR owner = ?3 OR ready <= ?4) RETURNING seq]],
   leased_until = "SELECT ready FROM hwtimer_jobs WHERE queue = ?1 AND id = ?2 AND owner IS NOT NULL",
-  get = [[SELECT id, kind, payload, due, attempt, every, dead, error, owner
-          FROM hwtimer_jobs WHERE queue = ?1 AND id = ?2]],
+  get = "SELECT " .. JOB .. " FROM hwtimer_jobs WHERE queue = ?1 AND id = ?2",
   pending = "SELECT count(*) FROM hwtimer_jobs WHERE queue = ?1 AND dead = 0",
-  dead = [[SELECT id, kind, payload, due, attempt, every, dead, error, owner
-           FROM hwtimer_jobs WHERE queue = ?1 AND dead = 1 ORDER BY due, seq]],
+  dead = "SELECT " .. JOB .. " FROM hwtimer_jobs WHERE queue = ?1 AND dead = 1 ORDER BY due, seq",
   range = [[SELECT seq, ready FROM hwtimer_jobs
             WHERE queue = ?1 AND dead = 0 AND ready > ?2 AND ready < ?3]],
   max_seq = "SELECT max(seq) FROM hwtimer_jobs",
@@ -78,13 +125,17 @@ local SQL = {
             WHERE seq IN (SELECT seq FROM hwtimer_jobs WHERE queue = ?1 AND dead = 0 AND ready <= ?2
                           AND kind IN (SELECT kind FROM temp.hwtimer_handled)
                           ORDER BY ready LIMIT ?5)
-            RETURNING seq, id, kind, payload, due, attempt, every]],
+            RETURNING ]] .. ROW,
   done = "DELETE FROM hwtimer_jobs WHERE seq = ?1 AND owner = ?2",
-  -- a copy with a new seq, so that other processes see the new due time
-  requeue = [[INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, every, attempt)
-              SELECT queue, id, kind, payload, ?3, ?3, every, ?4 FROM hwtimer_jobs
-              WHERE seq = ?1 AND owner = ?2]],
-  bury = "UPDATE hwtimer_jobs SET dead = 1, owner = NULL, error = ?3 WHERE seq = ?1 AND owner = ?2",
+  -- a retry, or a run handed back: due anew, the schedule's run kept (its
+  -- time and lateness, once a retry says them)
+  requeue = COPY .. "?3, ?3, period, ?4, " .. SCHED .. [[, runs, coalesce(?5, at), coalesce(?6, late)
+    FROM hwtimer_jobs WHERE seq = ?1 AND owner = ?2]],
+  -- a schedule's next run: due at its time, attempts from zero, the runs counted
+  advance = COPY .. "?3, ?3, period, 0, " .. SCHED .. [[, ?4, ?3, NULL
+    FROM hwtimer_jobs WHERE seq = ?1 AND owner = ?2]],
+  bury = [[UPDATE hwtimer_jobs SET dead = 1, owner = NULL, error = ?3, at = coalesce(?4, at),
+           late = coalesce(?5, late) WHERE seq = ?1 AND owner = ?2]],
   renew = "UPDATE hwtimer_jobs SET ready = ?3 WHERE seq = ?1 AND owner = ?2 AND attempt = ?4",
   data_version = "PRAGMA data_version",
   -- operating a store (hwtimer.durable.engine): pending = not dead, not
@@ -94,12 +145,13 @@ local SQL = {
              FROM hwtimer_jobs WHERE queue = ?1 GROUP BY kind]],
   -- the job's state, for a refusal's reason
   state = "SELECT dead, owner, ready, seq FROM hwtimer_jobs WHERE queue = ?1 AND id = ?2",
-  -- a copy with a new seq (as requeue), so that other processes see it
-  retry = [[INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, every)
-            SELECT queue, id, kind, payload, ?3, ?3, every FROM hwtimer_jobs
+  -- a copy with a new seq (as requeue), so that other processes see it; a
+  -- schedule's run as it was (a dead run is tried again as the same run)
+  retry = COPY .. "?3, ?3, period, 0, " .. SCHED .. [[, runs, at, late FROM hwtimer_jobs
             WHERE queue = ?1 AND id = ?2 AND dead = 1]],
-  run_now = [[INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, every, attempt)
-              SELECT queue, id, kind, payload, ?3, ?3, every, attempt FROM hwtimer_jobs
+  -- a schedule run now is a run of now (its calendar goes on after it)
+  run_now = COPY .. "?3, ?3, period, attempt, " .. SCHED .. [[, runs,
+              CASE WHEN at IS NULL THEN NULL ELSE ?3 END, NULL FROM hwtimer_jobs
               WHERE queue = ?1 AND id = ?2 AND dead = 0 AND owner IS NULL AND ready > ?3]],
   handle = "INSERT OR IGNORE INTO temp.hwtimer_handled (kind) VALUES (?1)",
   unhandle = "DELETE FROM temp.hwtimer_handled WHERE kind = ?1",
@@ -114,7 +166,7 @@ local STATES = {
   dead = { "dead = 1", "due" },
 }
 for state, s in pairs(STATES) do
-  local head = "SELECT id, kind, payload, due, attempt, every, dead, error, owner FROM hwtimer_jobs " ..
+  local head = "SELECT " .. JOB .. " FROM hwtimer_jobs " ..
     "WHERE queue = ?1 AND " .. s[1] .. " AND (?2 IS NULL OR kind = ?2)"
   local tail = " ORDER BY " .. s[2] .. ", id LIMIT ?3"
   SQL["jobs_" .. state] = head .. tail
@@ -124,9 +176,22 @@ end
 local now = sqlite.now
 Engine.now = now
 
-local function job_of(id, kind, payload, due, attempt, every, dead, err, owner)
-  return { id = id, kind = kind, payload = payload, due = due, attempt = attempt,
-           every = every, dead = dead == 1 or nil, error = err, leased = owner ~= nil or nil }
+-- A job as q:get shows it, from a row of JOB's columns: a schedule's
+-- fields only where it is one (`scheduled_for`: its pending run's time).
+local function job_of(r)
+  local job = { id = r[1], kind = r[2], payload = r[3], due = r[4], attempt = r[5], every = r[6],
+                dead = r[7] == 1 or nil, error = r[8], leased = r[9] ~= nil or nil }
+  if r[6] or r[10] then
+    job.cron, job.tz, job.start, job.stop, job.limit = r[10], r[11], r[12], r[13], r[14]
+    job.missed, job.window, job.runs, job.scheduled_for = r[15] or "once", r[16], r[17] or 0, r[18] or r[4]
+  end
+  return job
+end
+
+local function jobs_of(rows, n)
+  if not rows then return nil, n end
+  for i = 1, n do rows[i] = job_of(rows[i]) end
+  return rows
 end
 
 ---------------------------------------------------------------------------
@@ -169,6 +234,24 @@ local function refuse(db, path, msg)
   return nil, "hwtimer.durable: " .. path .. ": " .. explained(path, msg)
 end
 
+-- A store of format 1 made one of format 2, once every other check has
+-- passed, in one transaction that reads the format again (another process
+-- may have upgraded it meanwhile).
+local function upgrade(db, path)
+  local ok, err = db:exec("BEGIN IMMEDIATE")
+  if not ok then return refuse(db, path, err) end
+  local st = db:prepare("PRAGMA user_version")
+  local version = st:first()
+  st:finalize()
+  if version == 1 then ok, err = db:exec(UPGRADE_1) end
+  if ok then ok, err = db:exec("COMMIT") end
+  if not ok then
+    db:exec("ROLLBACK")
+    return refuse(db, path, err)
+  end
+  return true
+end
+
 -- Check that the file is ours (or empty, then make it ours).
 local function prepare_store(db, path)
   local st, err = db:prepare("PRAGMA application_id")
@@ -204,6 +287,7 @@ local function prepare_store(db, path)
   st = db:prepare("PRAGMA user_version")
   local version = st:first()
   st:finalize()
+  if version == 1 then return upgrade(db, path) end
   if version ~= FORMAT then
     return refuse(db, path, "store format " .. tostring(version) .. ", this module reads " .. FORMAT)
   end
@@ -251,11 +335,79 @@ function Engine:close() self.db:close() end
 -- Jobs
 ---------------------------------------------------------------------------
 
+-- Commit the transaction; rolled back when the commit fails.
+local function commit(self)
+  local ok, err = self.st.commit:run()
+  if not ok then self.st.rollback:run() end
+  return ok, err
+end
+
+-- A schedule upserted over the row `o` (schedule_of's columns), or nil:
+-- the values to write (due, attempt, runs, at, late), or nil when it is
+-- the same schedule (nothing to write). The same calendar keeps a pending
+-- run's time (a redeploy neither resets nor repeats it); the runs so far
+-- stay with the id.
+local function upsert(o, kind, payload, due, every, s)
+  if o[1] == nil then return due, 0, 0, due, nil end
+  local was = o[3] ~= nil or o[4] ~= nil
+  local same_calendar = was and o[3] == every and o[4] == s.cron and o[5] == s.tz and o[6] == s.start
+  if same_calendar and o[1] == kind and o[2] == payload and o[7] == s.stop and o[8] == s.limit
+    and o[9] == s.missed and o[10] == s.window then
+    return nil
+  end
+  local runs = was and o[11] or 0
+  if same_calendar and o[17] == 0 and o[16] == nil then -- pending: its run kept
+    return o[12], o[15], runs, o[13] or o[12], o[14]
+  end
+  return due, 0, runs, due, nil
+end
+
+-- Store a schedule (in a transaction of its own, outside a batch: the
+-- upsert reads, then writes): key, due; or true in a batch.
+local function put_schedule(self, id, kind, payload, due, every, fresh, s)
+  local st, marks = self.st, self.marks
+  local err
+  if not marks then
+    local ok, e = st.begin:run()
+    if not ok then return nil, e end
+  end
+  local o = {}
+  if not fresh then
+    o = { st.schedule_of:first(self.queue, id) }
+    if o[1] == nil and o[2] ~= nil then err = o[2] end
+  end
+  local seq, attempt, runs, at, late
+  if not err then
+    due, attempt, runs, at, late = upsert(o, kind, payload, due, every, s)
+    if due == nil then
+      seq, due = o[18], o[12] -- the same schedule: as it is
+    else
+      local n
+      n, seq = st.insert_schedule:run(self.queue, id, kind, payload, due, every, attempt, s.cron, s.tz, s.start,
+        s.stop, s.limit, s.missed, s.window, runs, at, late)
+      if not n then err = seq end
+      if n and marks and due < self.marks_hi then marks[#marks + 1] = { seq, due } end
+    end
+  end
+  if marks then
+    if err then return nil, err end
+    return true
+  end
+  if err then
+    st.rollback:run()
+    return nil, err
+  end
+  local ok, e = commit(self)
+  if not ok then return nil, e end
+  return seq, due
+end
+
 -- Store one job due at `when` (a delay from now when `relative`); returns
 -- its key (seq) for the window and its due time; inside a batch, true (the
--- commit returns its mark).
-function Engine:put(id, kind, payload, when, relative, every)
+-- commit returns its mark). `sched`: a schedule's calendar and options.
+function Engine:put(id, kind, payload, when, relative, every, fresh, sched)
   local due = relative and now() + when or when
+  if sched then return put_schedule(self, id, kind, payload, due, every, fresh, sched) end
   local n, seq = self.insert:run(self.queue, id, kind, payload, due, every)
   if not n then return nil, seq end
   local marks = self.marks
@@ -279,21 +431,12 @@ end
 function Engine:get(id)
   local r = { self.st.get:first(self.queue, id) }
   if r[1] == nil then return nil, r[2] end
-  return job_of(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
+  return job_of(r)
 end
 
 function Engine:pending() return self.st.pending:first(self.queue) end
 
-function Engine:dead()
-  local rows, n = self.st.dead:rows(self.queue)
-  if not rows then return nil, n end
-  local list = {}
-  for i = 1, n do
-    local r = rows[i]
-    list[i] = job_of(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
-  end
-  return list
-end
+function Engine:dead() return jobs_of(self.st.dead:rows(self.queue)) end
 
 function Engine:handle(kind, on)
   return (on and self.st.handle or self.st.unhandle):run(kind)
@@ -304,12 +447,6 @@ end
 function Engine:begin(hi)
   local ok, err = self.st.begin:run()
   if ok then self.marks, self.marks_hi = {}, hi end
-  return ok, err
-end
-
-local function commit(self)
-  local ok, err = self.st.commit:run()
-  if not ok then self.st.rollback:run() end
   return ok, err
 end
 
@@ -342,18 +479,11 @@ function Engine:counts()
 end
 
 function Engine:jobs(state, kind, limit, after_due, after_id)
-  local st, rows, n = self.st
+  local st = self.st
   if after_due then
-    rows, n = st["jobs_" .. state .. "_after"]:rows(self.queue, kind, limit, after_due, after_id)
-  else
-    rows, n = st["jobs_" .. state]:rows(self.queue, kind, limit)
+    return jobs_of(st["jobs_" .. state .. "_after"]:rows(self.queue, kind, limit, after_due, after_id))
   end
-  if not rows then return nil, n end
-  for i = 1, n do
-    local r = rows[i]
-    rows[i] = job_of(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
-  end
-  return rows
+  return jobs_of(st["jobs_" .. state]:rows(self.queue, kind, limit))
 end
 
 -- Why `id` was not made due: false, its state (and a leased job's lease
@@ -414,32 +544,35 @@ function Engine:probe(cutoff) return self.st.probe:first(self.queue, cutoff) ~= 
 -- Claim and acknowledge
 ---------------------------------------------------------------------------
 
--- The time an acknowledgement writes: a.now is when the run ended.
-local function next_due(a)
-  local row = a.row
-  if a.what == "next" then
-    local due, every = row.due, row.every
-    return due + every * max(1, floor((a.now - due) / every) + 1), 0
-  end
-  if a.what == "release" then return row.due, row.attempt - 1 end -- never started: as it was
-  return a.now + a.arg, row.attempt -- "retry": after the backoff, attempts kept
-end
+local function flag(b) if b == nil then return nil end return b and 1 or 0 end
 
 -- Write the acknowledgements (inside the caller's transaction); rows
--- requeued before `hi` go to `reload` as { seq, ready }.
+-- requeued before `hi` go to `reload` as { seq, ready }. A schedule's next
+-- time comes with its "next" (a.at, computed once by the front); a retry
+-- or a run handed back is due after its backoff, or as it was.
 local function write_acks(self, acks, hi, reload)
   local st, owner = self.st, self.owner
   for i = 1, #acks do
     local a = acks[i]
-    local seq, n, err = a.row.key, nil, nil
-    if a.what == "done" then
+    local row = a.row
+    local seq, n, err = row.key, nil, nil
+    local what = a.what
+    if what == "done" then
       n, err = st.done:run(seq, owner)
-    elseif a.what == "bury" then
-      n, err = st.bury:run(seq, owner, a.arg)
+    elseif what == "bury" then
+      n, err = st.bury:run(seq, owner, a.arg, a.at, flag(a.late))
     else
-      local due, attempt = next_due(a)
-      local new_seq
-      n, new_seq = st.requeue:run(seq, owner, due, attempt)
+      local due, new_seq
+      if what == "next" then
+        due = a.at
+        n, new_seq = st.advance:run(seq, owner, due, a.runs)
+      elseif what == "release" then -- never started: as it was
+        due = row.due
+        n, new_seq = st.requeue:run(seq, owner, due, row.attempt - 1)
+      else -- retry: after the backoff, attempts kept
+        due = a.now + a.arg
+        n, new_seq = st.requeue:run(seq, owner, due, row.attempt, a.at, flag(a.late))
+      end
       if not n then
         err = new_seq
       elseif n == 1 and due < hi then
@@ -502,7 +635,10 @@ function Engine:claim(acks, cutoff, lease, batch, hi)
   if not ok then return nil, err end
   for i = 1, n do
     local r = rows[i]
-    rows[i] = { key = r[1], id = r[2], kind = r[3], payload = r[4], due = r[5], attempt = r[6], every = r[7] }
+    rows[i] = { key = r[1], id = r[2], kind = r[3], payload = r[4], due = r[5], attempt = r[6], every = r[7],
+                cron = r[8], tz = r[9], start = r[10], stop = r[11], limit = r[12], missed = r[13], window = r[14],
+                runs = r[15], at = r[16] }
+    if r[17] ~= nil then rows[i].late = r[17] == 1 end
   end
   return rows, n, reload
 end
