@@ -108,7 +108,7 @@ describe("hwtimer.durable", function()
       db:close()
       local queue, err = open()
       assert.is_nil(queue)
-      assert.equal("hwtimer.durable: " .. path .. ": store format 7, this module reads 1", err)
+      assert.equal("hwtimer.durable: " .. path .. ": store format 7, this module reads 2", err)
     end)
 
     it("returns nil, message when the file cannot be opened", function()

@@ -141,7 +141,7 @@ describe("hwtimer.durable with Redis", function()
       client:hset(tag .. ":meta", "format", "7")
       queue, err = open()
       assert.is_nil(queue)
-      assert.equal("hwtimer.durable: redis " .. tag .. ": store format 7, this module reads 3", err)
+      assert.equal("hwtimer.durable: redis " .. tag .. ": store format 7, this module reads 4", err)
       client:hset(tag .. ":meta", "format", "2")
       client:sadd(tag .. ":kinds", "k")
       client:set(tag .. ":r:1:k", "x")
@@ -371,7 +371,7 @@ describe("hwtimer.durable with Redis", function()
     it("stores a schedule of a fresh id in the intake, which any other script moves into its slot first", function()
       q = assert(open())
       local tag = "{" .. prefix .. ":default}"
-      local intake, index = tag .. ":in", tag .. ":r:1:k"
+      local intake, index = tag .. ":intake", tag .. ":r:1:k"
       local ids, before = {}, server_now()
       for i = 1, 3 do ids[i] = assert(q:schedule("k", 60 + i, "p" .. i)) end
       local after = server_now()
@@ -410,7 +410,7 @@ describe("hwtimer.durable with Redis", function()
     it("moves the intake in once it holds INTAKE_MAX jobs, where nothing else reads the store", function()
       q = assert(open())
       local max = require("hwtimer.durable.redis_scripts").INTAKE_MAX
-      local intake = "{" .. prefix .. ":default}:in"
+      local intake = "{" .. prefix .. ":default}:intake"
       for _ = 1, max - 1 do assert(q:schedule("k", 60)) end
       assert.equal(max - 1, client:llen(intake))
       assert(q:schedule("k", 60))

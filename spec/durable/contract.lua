@@ -103,17 +103,28 @@ return function(env)
       assert.equal(1, e:pending()) -- t1; a dead job is not pending
     end)
 
-    it("next puts a periodic job at its next whole interval", function()
+    it("next puts a schedule's run at the time the front gives, its runs counted; retry keeps its run", function()
       fresh()
       assert(e:handle("k", true))
       local due = e:now() - 0.5
-      assert(e:put("p1", "k", nil, due, false, 2, true))
+      local sched = { missed = "all", limit = 9, stop = due + 3600 }
+      assert(e:put("p1", "k", nil, due, false, 2, true, sched))
       local rows = e:claim({}, e:now(), 30, 10, hi)
-      assert.equal(2, rows[1].every)
-      assert(e:ack({ { what = "next", row = rows[1], now = e:now() } }, hi))
+      local row = rows[1]
+      assert.same({ 2, "all", 9, 0, nil }, { row.every, row.missed, row.limit, row.runs, row.late })
+      assert.is_true(near(row.at, due) and near(row.stop, due + 3600))
+      assert(e:ack({ { what = "retry", row = row, arg = 0, now = e:now(), at = due + 2, late = true } }, hi))
+      row = e:claim({}, e:now(), 30, 10, hi)[1]
+      assert.is_true(near(row.at, due + 2))
+      assert.is_true(row.late)
+      assert.equal(2, row.attempt)
+      -- (a next run due already: Redis claims by its own clock)
+      assert(e:ack({ { what = "next", row = row, now = e:now(), at = due + 0.25, runs = 1 } }, hi))
       local job = e:get("p1")
-      assert.is_true(near(job.due, due + 2))
-      assert.equal(0, job.attempt)
+      assert.is_true(near(job.due, due + 0.25) and near(job.scheduled_for, due + 0.25))
+      assert.same({ 0, 1, 2, "all" }, { job.attempt, job.runs, job.every, job.missed })
+      row = e:claim({}, e:now(), 30, 10, hi)[1]
+      assert.is_nil(row.late) -- a new run: not started yet
     end)
 
     it("is the engine option's: a module given as `engine` serves a queue", function()

@@ -154,12 +154,13 @@ local function latest(cal, t, hi)
   return l
 end
 
-local END = { what = "done" }
+-- The end of a schedule: its job deleted (a new table: the caller adds to it).
+local function ended() return { what = "done" } end
 
 -- No run now: the first time after `now`, or the end past `stop`.
 local function onward(row, cal, now)
   local t = cal.after(now)
-  if t == nil or (row.stop and t > row.stop) then return END end
+  if t == nil or (row.stop and t > row.stop) then return ended() end
   return { what = "next", at = t, runs = row.runs or 0 }
 end
 
@@ -176,10 +177,10 @@ end
 -- none older than now - window. A run already decided (its retries; a dead
 -- one retried) keeps its time.
 function M.begin(row, now)
-  if row.limit and (row.runs or 0) >= row.limit then return nil, END end
+  if row.limit and (row.runs or 0) >= row.limit then return nil, ended() end
   local t = row.at or row.due
   if row.late ~= nil then return t, row.late end
-  if row.stop and t > row.stop then return nil, END end
+  if row.stop and t > row.stop then return nil, ended() end
   local cal, err = M.calendar(row, t)
   if not cal then return nil, nil, err end
   local hi = row.stop and row.stop < now and row.stop or now
@@ -211,23 +212,12 @@ end
 -- were overlapped (as an interval's periods always were).
 function M.next(row, at, now)
   local runs = (row.runs or 0) + 1
-  if row.limit and runs >= row.limit then return END end
+  if row.limit and runs >= row.limit then return ended() end
   local cal, err = M.calendar(row, at)
   if not cal then return nil, err end
   local t = cal.after(row.missed == "all" and at or max(at, now))
-  if t == nil or (row.stop and t > row.stop) then return END end
+  if t == nil or (row.stop and t > row.stop) then return ended() end
   return { what = "next", at = t, runs = runs }
 end
-
----------------------------------------------------------------------------
--- Comparing a schedule with the one stored (upserts)
----------------------------------------------------------------------------
-
---- The fields whose values make the calendar: a schedule upserted with the
--- same ones keeps its pending run's time.
-M.CALENDAR = { "every", "cron", "tz", "start" }
---- And the rest of what q:every stores: with every one the same (and the
--- kind and payload), an upsert writes nothing.
-M.REST = { "stop", "limit", "missed", "window" }
 
 return M
