@@ -14,7 +14,7 @@
 -- retries).
 local cron = require("hwtimer.cron")
 
-local floor, ceil, max, huge = math.floor, math.ceil, math.max, math.huge
+local floor, ceil, max, abs, huge = math.floor, math.ceil, math.max, math.abs, math.huge
 
 local M = {}
 
@@ -52,11 +52,23 @@ end
 -- A calendar: after(x), the first time strictly after x; before(x), the
 -- last time strictly before x; upto(x), the last time at or before x. An
 -- interval's is anchored at `a`, a time of its own (the pending run's).
+-- A time within SNAP seconds of an interval's time is that time: epoch
+-- seconds in a double are exact to ~0.24 us, Redis keeps microseconds, and
+-- a + k * every read back must be the k-th time, not one just before it.
+local SNAP = 1e-5
+
 local function interval(every, a)
+  -- x's place on the calendar: an integer when x is one of its times
+  local function index(x)
+    local k = (x - a) / every
+    local r = floor(k + 0.5)
+    if abs(x - (a + r * every)) < SNAP then return r end
+    return k
+  end
   return {
-    after = function(x) return a + every * (floor((x - a) / every) + 1) end,
-    before = function(x) return a + every * (ceil((x - a) / every) - 1) end,
-    upto = function(x) return a + every * floor((x - a) / every) end,
+    after = function(x) return a + every * (floor(index(x)) + 1) end,
+    before = function(x) return a + every * (ceil(index(x)) - 1) end,
+    upto = function(x) return a + every * floor(index(x)) end,
   }
 end
 

@@ -1,0 +1,350 @@
+-- Durable schedules (q:every with an interval or a cron expression, its
+-- options, missed runs, upserts), shared by the SQLite (spec/durable/01-sqlite)
+-- and Redis (spec/durable/03-redis) engines. `env` is the one
+-- spec/durable/leases.lua takes (describe, it, assert, open, timer, wait, now).
+--
+-- Most specs need no waiting: a schedule whose times lie in the past
+-- (`start`, and `stop`, before now) runs its missed times at once, by its
+-- policy, and what the store holds is read after each acknowledgement. A
+-- few run cron expressions with a seconds field in real time.
+local cron = require("hwtimer.cron")
+local schedule = require("hwtimer.durable.schedule")
+local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
+
+return function(env)
+  local describe, it, assert = env.describe, env.it, env.assert
+
+  -- A queue whose sweep and poll never come within a spec.
+  local function open(opts)
+    opts = opts or {}
+    opts.sweep, opts.poll = opts.sweep or 60, opts.poll or 60
+    opts.on_error = opts.on_error or function() end
+    return assert(env.open(opts))
+  end
+
+  local function idle(secs) env.wait(function() return false end, secs) end
+  local function near(a, b, eps) return a and b and math.abs(a - b) <= (eps or 1e-3) end
+
+  -- Run the queue until no job of `id` is leased or due, and nothing ran
+  -- for 0.1 s: the runs of a schedule whose times are all past are done.
+  local function settle(q, runs)
+    local n, quiet = -1, 0
+    assert.is_true(env.wait(function()
+      if #runs ~= n then n, quiet = #runs, 0 return false end
+      quiet = quiet + 1
+      return quiet > 10
+    end, 10), "runs kept coming")
+    env.wait(function() return false end, 0.05)
+    return q
+  end
+
+  -- A handler that records each run: { scheduled_for, late, due, attempt, at }
+  local function recorder(q, kind, fn)
+    local runs = {}
+    q:handle(kind, function(job)
+      runs[#runs + 1] = { id = job.id, scheduled_for = job.scheduled_for, late = job.late, due = job.due,
+                          attempt = job.attempt, at = env.now(), cron = job.cron, tz = job.tz, every = job.every }
+      if fn then fn(job, runs) end
+    end)
+    return runs
+  end
+
+  local function times(runs)
+    local t = {}
+    for i, r in ipairs(runs) do t[i] = r.scheduled_for end
+    return t
+  end
+
+  describe("schedules", function()
+    describe("q:every with a cron expression", function()
+      it("runs at its times, each once, never early, with the calendar time and late = false", function()
+        local q = open()
+        local runs = recorder(q, "tick")
+        local id = assert(q:every("tick", "*/1 * * * * *", "p", { id = "sec", limit = 3 }))
+        assert.equal("sec", id)
+        local job = q:get("sec")
+        assert.same({ "*/1 * * * * *", "once", 0, 3 }, { job.cron, job.missed, job.runs, job.limit })
+        assert.is_nil(job.every)
+        assert.equal(job.due, job.scheduled_for)
+        assert.equal(math.floor(job.due), job.due)
+        assert.is_true(env.wait(function() return #runs == 3 end, 6 * SLOW))
+        idle(1.2) -- (its limit reached: no fourth)
+        assert.equal(3, #runs)
+        for i, r in ipairs(runs) do
+          assert.equal(job.due + i - 1, r.scheduled_for)
+          assert.is_false(r.late)
+          assert.equal(r.scheduled_for, r.due)
+          assert.is_true(r.at >= r.scheduled_for, "ran early")
+          assert.same({ "*/1 * * * * *", 1 }, { r.cron, r.attempt })
+        end
+        assert.is_nil(q:get("sec")) -- ended: removed
+        assert.equal(0, q:pending())
+      end)
+
+      it("starts at its first time at or after start, and ends at its last before stop", function()
+        local q = open()
+        local runs = recorder(q, "tick")
+        local start = math.floor(env.now()) + 1.5
+        assert(q:every("tick", "*/1 * * * * *", nil, { id = "w", start = start, stop = start + 1.7 }))
+        assert.equal(start + 0.5, q:get("w").due) -- the first whole second at or after start
+        assert.is_true(env.wait(function() return #runs == 2 end, 5 * SLOW))
+        idle(1.2)
+        assert.same({ start + 0.5, start + 1.5 }, times(runs))
+        assert.is_nil(q:get("w"))
+        -- an interval's first run is at start; without start, an interval after now
+        local now = env.now()
+        assert(q:every("tick", 600, nil, { id = "i1", start = now + 3600 }))
+        assert.is_true(near(q:get("i1").due, now + 3600, 2e-6))
+        assert(q:every("tick", 600, nil, { id = "i2" }))
+        assert.is_true(math.abs(q:get("i2").due - (now + 600)) < 1)
+      end)
+
+      it("refuses an expression or a zone cron refuses, naming what is wrong, and stores nothing", function()
+        local q = open()
+        assert.same({ nil, "hwtimer.durable: cron: minute field: 61 is out of range 0-59" },
+          { q:every("k", "61 * * * *", nil, { id = "bad" }) })
+        assert.same({ nil, "hwtimer.durable: cron: unknown time zone 'Mars/Olympus'" },
+          { q:every("k", "0 3 * * *", nil, { tz = "Mars/Olympus" }) })
+        assert.same({ nil, "hwtimer.durable: cron: 5 or 6 fields expected, got 4" }, { q:every("k", "* * * *") })
+        local past = env.now() - 3600
+        assert.same({ nil, "hwtimer.durable: schedule late has no time before its stop" },
+          { q:every("k", "0 3 * * *", nil, { id = "late", stop = past }) })
+        assert.equal(0, q:pending())
+      end)
+
+      it("raises on a bad option, naming it", function()
+        local q = open()
+        local function bad(msg, spec, opts)
+          assert.has_error(function() q:every("k", spec, nil, opts) end, "bad argument " .. msg)
+        end
+        bad("#2 to 'every' (positive number of seconds up to 1e9 or cron expression expected, got table)", {})
+        bad("#2 to 'every' (positive number of seconds up to 1e9 expected, got -1)", -1)
+        bad("#4 to 'every' (option 'missed': 'skip', 'once' or 'all' expected)", "@daily", { missed = "some" })
+        bad("#4 to 'every' (option 'limit': positive integer expected)", "@daily", { limit = 0 })
+        bad("#4 to 'every' (option 'limit': positive integer expected)", "@daily", { limit = 1.5 })
+        bad("#4 to 'every' (option 'window': number of seconds from 0 (excluded) to 1e9 expected)", 60,
+          { window = 0 })
+        bad("#4 to 'every' (option 'start': finite number (epoch seconds) expected)", "@daily", { start = "x" })
+        bad("#4 to 'every' (option 'stop': finite number (epoch seconds) expected)", 60, { stop = 0 / 0 })
+        bad("#4 to 'every' (option 'tz': non-empty string expected)", "@daily", { tz = 1 })
+        bad("#4 to 'every' (option 'tz': only with a cron expression)", 60, { tz = "UTC" })
+        bad("#4 to 'every' (option 'stop': before option 'start')", 60, { start = 10, stop = 5 })
+        bad("#4 to 'every' (unknown option 'every')", 60, { every = 5 })
+        assert.has_error(function() q:schedule("k", 1, nil, { limit = 2 }) end,
+          "bad argument #4 to 'schedule' (unknown option 'limit')")
+      end)
+    end)
+
+    describe("missed runs", function()
+      -- An interval of 1000 s whose start was 3500 s ago: four times came
+      -- and went (now - 3500, -2500, -1500, -500; the last more than LATE
+      -- ago), the next is now + 500.
+      local n = 0
+      local function missed_four(policy, window)
+        n = n + 1
+        local q, id = open(), "m" .. n
+        local runs = recorder(q, "m")
+        local start = env.now() - 3500
+        assert(q:every("m", 1000, nil, { id = id, start = start, missed = policy, window = window }))
+        settle(q, runs)
+        local job = q:get(id)
+        assert.is_true(near(job.scheduled_for, start + 4000), "next " .. job.scheduled_for - start)
+        assert.is_true(near(job.due, start + 4000))
+        local got = {}
+        for i, r in ipairs(runs) do
+          got[i] = math.floor(r.scheduled_for - start + 0.5)
+          assert.is_true(r.late)
+          assert.is_true(near(r.due, start + (i == 1 and 0 or got[i])), "due")
+        end
+        assert.equal(#runs, job.runs)
+        q:close()
+        return got
+      end
+
+      it("all: each missed time once, in order, marked late; then the calendar", function()
+        assert.same({ 0, 1000, 2000, 3000 }, missed_four("all"))
+      end)
+
+      it("once (the default): one run for all, standing for the latest; then the calendar", function()
+        assert.same({ 3000 }, missed_four(nil))
+        assert.same({ 3000 }, missed_four("once"))
+      end)
+
+      it("skip: none of them; the next calendar time only", function()
+        assert.same({}, missed_four("skip"))
+      end)
+
+      it("window: times older than now - window are dropped, under every policy", function()
+        assert.same({ 2000, 3000 }, missed_four("all", 2000))
+        assert.same({ 3000 }, missed_four("once", 2000))
+        assert.same({}, missed_four("once", 400)) -- the latest is 500 s old
+        assert.same({}, missed_four("skip", 4000))
+      end)
+
+      it("skip runs the latest missed time when it is on time (less than LATE behind)", function()
+        local q = open()
+        local runs = recorder(q, "m")
+        local start = env.now() - 2030 -- times at -2030, -1030, -30
+        assert(q:every("m", 1000, nil, { id = "m", start = start, missed = "skip" }))
+        settle(q, runs)
+        assert.equal(1, #runs)
+        assert.is_true(near(runs[1].scheduled_for, start + 2000))
+        assert.is_false(runs[1].late) -- 30 s behind: on time
+        assert.is_true(near(q:get("m").scheduled_for, start + 3000))
+      end)
+
+      it("all: at most BACKLOG of them, the latest", function()
+        local q = open()
+        local runs = recorder(q, "m")
+        local start = env.now() - 200.5 -- 201 times a second apart, and more while they run
+        assert(q:every("m", 1, nil, { id = "m", start = start, missed = "all", stop = start + 200 }))
+        settle(q, runs)
+        assert.equal(schedule.BACKLOG, #runs)
+        for i, r in ipairs(runs) do assert.is_true(near(r.scheduled_for, start + 100 + i)) end
+        assert.is_nil(q:get("m")) -- its stop passed
+      end)
+
+      it("once the queue reopens, runs what came due while it was closed, by the policy", function()
+        local q = open()
+        local start = env.now() + 0.2
+        assert(q:every("m", 0.2 * SLOW, nil, { id = "all", start = start, missed = "all" }))
+        assert(q:every("m", 0.2 * SLOW, nil, { id = "once", start = start }))
+        q:close()
+        idle(1.1 * SLOW) -- five times each, none run
+        local now = env.now()
+        q = open()
+        local runs = recorder(q, "m")
+        idle(0.3)
+        local all, once = {}, {}
+        for _, r in ipairs(runs) do
+          local list = r.id == "all" and all or once
+          list[#list + 1] = math.floor((r.scheduled_for - start) / (0.2 * SLOW) + 0.5)
+        end
+        -- all: 0, 1, 2, ... each once in order, the missed ones first; once:
+        -- the latest missed, then later ones
+        for i, k in ipairs(all) do assert.equal(i - 1, k) end
+        assert.is_true(#all >= 5, #all .. " runs")
+        assert.is_true(#once >= 1 and once[1] >= math.floor((now - start) / (0.2 * SLOW)), once[1])
+        for i = 2, #once do assert.is_true(once[i] > once[i - 1]) end
+      end)
+    end)
+
+    describe("a nightly job in Europe/Berlin", function()
+      -- 02:30 every night, from days before a change of the clocks to days
+      -- after it (in 2025, in the past: its missed times run at once, in
+      -- order). After each run the next time is read from the store, then
+      -- that run is let through.
+      local function nights(from, to)
+        local q = open()
+        local runs, stored, late = {}, {}, {}
+        local function handler(job)
+          runs[#runs + 1], late[#late + 1] = job.scheduled_for, job.late
+          q:handle("nightly", nil) -- (the next run waits until the stored time is read)
+        end
+        local c = assert(cron.parse("30 2 * * *", { tz = "Europe/Berlin" }))
+        assert(q:every("nightly", "30 2 * * *", nil, { id = "n", tz = "Europe/Berlin", start = from, stop = to,
+          missed = "all" }))
+        stored[1] = q:get("n").scheduled_for
+        assert.equal(c:next(from - 1), stored[1])
+        for _ = 1, 10 do
+          q:handle("nightly", handler)
+          local n = #runs
+          assert.is_true(env.wait(function()
+            local job = q:get("n")
+            return #runs > n and (job == nil or not job.leased)
+          end, 5))
+          local job = q:get("n")
+          if not job then break end
+          stored[#stored + 1] = job.scheduled_for
+          assert.equal(c:next(runs[#runs]), job.scheduled_for) -- the first after the run's own
+          assert.equal(#runs, job.runs)
+        end
+        assert.is_nil(q:get("n")) -- past its stop: ended
+        for _, l in ipairs(late) do assert.is_true(l) end
+        return runs, stored
+      end
+
+      it("runs once at 03:00 CEST on the night the clocks go forward (02:30 does not exist)", function()
+        -- 2025-03-28 to 2025-04-01 UTC; 2025-03-30 02:00 CET is 03:00 CEST
+        local runs, stored = nights(1743120000, 1743465600)
+        assert.same({ 1743125400, 1743211800, 1743296400, 1743381000 }, runs)
+        assert.same(runs, stored)
+        assert.equal(1743296400, 1743120000 + 2 * 86400 + 3600) -- 01:00 UTC: 03:00 CEST
+      end)
+
+      it("runs once at 02:30 CEST on the night the clocks go back, not again at 02:30 CET", function()
+        -- 2025-10-24 to 2025-10-28 UTC; 2025-10-26 03:00 CEST is 02:00 CET
+        local runs, stored = nights(1761264000, 1761609600)
+        assert.same({ 1761265800, 1761352200, 1761438600, 1761528600 }, runs)
+        assert.same(runs, stored)
+      end)
+
+      it("has its next time after a change of the clocks years ahead, as the store holds it", function()
+        local q = open()
+        -- 2037-03-29 (the last Sunday of March) 00:00 UTC: 02:30 falls in the gap
+        assert(q:every("nightly", "30 2 * * *", nil, { id = "n", tz = "Europe/Berlin", start = 2121897600 }))
+        assert.equal(2121897600 + 3600, q:get("n").scheduled_for) -- 03:00 CEST, 01:00 UTC
+        assert.equal("Europe/Berlin", q:get("n").tz)
+      end)
+    end)
+
+    describe("upserts with opts.id", function()
+      it("keeps one schedule: the same one again changes nothing, its next time and runs kept", function()
+        local q = open()
+        local runs = recorder(q, "u")
+        assert(q:every("u", 0.25 * SLOW, "p", { id = "u", missed = "all" }))
+        assert.is_true(env.wait(function() return #runs >= 2 end, 5 * SLOW))
+        q:handle("u", nil)
+        assert.is_true(env.wait(function() local j = q:get("u") return j and not j.leased end))
+        local before = q:get("u")
+        for _ = 1, 3 do assert.equal("u", q:every("u", 0.25 * SLOW, "p", { id = "u", missed = "all" })) end
+        assert.same(before, q:get("u"))
+        assert.equal(1, q:pending())
+        -- another payload: the same calendar, its pending run kept
+        assert(q:every("u", 0.25 * SLOW, "q", { id = "u", missed = "all" }))
+        local job = q:get("u")
+        assert.same({ "q", before.runs, before.scheduled_for, before.due }, { job.payload, job.runs, job.scheduled_for,
+          job.due })
+        -- another calendar: its next time from now, its runs kept
+        local now = env.now()
+        assert(q:every("u", 3600, "q", { id = "u", missed = "all" }))
+        job = q:get("u")
+        assert.is_true(math.abs(job.due - (now + 3600)) < 1)
+        assert.equal(before.runs, job.runs)
+        assert.equal(1, q:pending())
+      end)
+
+      it("never runs a calendar time twice while the same schedule is deployed again and again", function()
+        local q = open()
+        local runs = recorder(q, "u")
+        local function deploy() assert(q:every("u", "*/1 * * * * *", "p", { id = "u", tz = "Europe/Berlin" })) end
+        deploy()
+        local t0 = env.now()
+        env.wait(function()
+          deploy()
+          return env.now() - t0 > 2.5 * SLOW
+        end, 10)
+        assert.is_true(#runs >= 2, #runs .. " runs")
+        for i = 2, #runs do assert.is_true(runs[i].scheduled_for > runs[i - 1].scheduled_for) end
+      end)
+    end)
+
+    describe("a run that fails", function()
+      it("is retried as the same calendar time, not as a missed one", function()
+        local q = open({ backoff = { delay = 0.1 } })
+        local runs = recorder(q, "f", function(job)
+          if job.attempt == 1 then error("first try fails", 0) end
+        end)
+        local start = env.now() - 0.2
+        assert(q:every("f", 3600, nil, { id = "f", start = start, missed = "skip" }))
+        assert.is_true(env.wait(function() return #runs == 2 end))
+        assert.is_true(near(runs[1].scheduled_for, start) and near(runs[2].scheduled_for, start))
+        assert.same({ 1, 2, false, false }, { runs[1].attempt, runs[2].attempt, runs[1].late, runs[2].late })
+        assert.is_true(env.wait(function() local j = q:get("f") return j and not j.leased end))
+        local job = q:get("f")
+        assert.is_true(near(job.scheduled_for, start + 3600))
+        assert.same({ 1, 0 }, { job.runs, job.attempt })
+      end)
+    end)
+  end)
+end
