@@ -111,6 +111,67 @@ describe("hwtimer.durable", function()
       assert.equal("hwtimer.durable: " .. path .. ": store format 7, this module reads 2", err)
     end)
 
+    -- Format 1's table, and two statements of a process of format 1, as
+    -- hwtimer.durable wrote them before schedules (format 2).
+    local FORMAT_1 = [[
+CREATE TABLE hwtimer_jobs (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, id TEXT NOT NULL, kind TEXT NOT NULL,
+  payload BLOB, due REAL NOT NULL, ready REAL NOT NULL, every REAL, attempt INTEGER NOT NULL DEFAULT 0,
+  owner TEXT, dead INTEGER NOT NULL DEFAULT 0, error TEXT);
+CREATE UNIQUE INDEX hwtimer_jobs_id ON hwtimer_jobs (queue, id);
+CREATE INDEX hwtimer_jobs_ready ON hwtimer_jobs (queue, ready) WHERE dead = 0;
+PRAGMA application_id = 1213682756; PRAGMA user_version = 1;
+]]
+    local CLAIM_1 = [[UPDATE hwtimer_jobs SET ready = ?3, owner = ?4, attempt = attempt + 1
+      WHERE seq IN (SELECT seq FROM hwtimer_jobs WHERE queue = ?1 AND dead = 0 AND ready <= ?2
+                    AND kind IN (SELECT kind FROM temp.hwtimer_handled) ORDER BY ready LIMIT ?5)
+      RETURNING seq, id, kind, payload, due, attempt, every]]
+    local INSERT_1 = [[INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, every)
+      VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)]]
+
+    local function columns(file)
+      local names = {}
+      for i, r in ipairs(rows(file, "SELECT name, type FROM pragma_table_info('hwtimer_jobs')")) do
+        names[i] = r[1] .. " " .. r[2]
+      end
+      return names
+    end
+
+    it("upgrades a store of format 1 to 2, its jobs kept, and fences the processes of format 1", function()
+      local db = assert(sqlite.open(path))
+      assert(db:exec(FORMAT_1 .. "CREATE TEMP TABLE hwtimer_handled (kind TEXT PRIMARY KEY);" ..
+        "INSERT INTO temp.hwtimer_handled VALUES ('t');"))
+      local now = sqlite.now()
+      local put_1 = assert(db:prepare(INSERT_1))
+      assert(put_1:run("default", "plain", "k", "p", now + 3600, nil))
+      assert(put_1:run("default", "tick", "t", "hb", now - 0.5, 2)) -- a periodic job of format 1
+      -- a process of format 1 goes on running: its statements are prepared
+      local claim_1 = assert(db:prepare(CLAIM_1))
+      q = assert(open())
+      assert.equal(2, query(path, "PRAGMA user_version"))
+      assert.same(columns(dir .. "/new.db", assert(open({ path = dir .. "/new.db" }))), columns(path))
+      -- once SQLite prepares them again for the new table, they fail: no
+      -- row is claimed or written without a schedule's columns
+      local r, err = claim_1:rows("default", now + 10, now + 40, "old", 10)
+      assert.is_nil(r)
+      assert.equal("no such column: every", err)
+      r, err = put_1:run("default", "x", "t", nil, now, nil)
+      assert.is_nil(r)
+      assert.equal("table hwtimer_jobs has no column named every", err)
+      db:close()
+      assert.same({ "p", now + 3600 }, { q:get("plain").payload, q:get("plain").due })
+      assert.is_nil(q:get("plain").runs) -- not a schedule
+      local tick = q:get("tick")
+      assert.same({ 2, "once", 0, now - 0.5, "hb" }, { tick.every, tick.missed, tick.runs, tick.scheduled_for, tick.payload })
+      local ran = {}
+      q:handle("t", function(job) ran[#ran + 1] = job end)
+      assert.is_true(wait(function() local j = q:get("tick") return #ran == 1 and not j.leased end))
+      assert.same({ now - 0.5, false, 2 }, { ran[1].scheduled_for, ran[1].late, ran[1].every })
+      tick = q:get("tick")
+      assert.same({ now + 1.5, 1 }, { tick.scheduled_for, tick.runs }) -- its next interval
+      assert.equal(2, q:pending())
+    end)
+
     it("returns nil, message when the file cannot be opened", function()
       local queue, err = open({ path = dir .. "/no/such/dir/timers.db" })
       assert.is_nil(queue)

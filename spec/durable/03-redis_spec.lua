@@ -158,11 +158,11 @@ describe("hwtimer.durable with Redis", function()
       assert.equal("2", client:hget(tag .. ":meta", "format"))
     end)
 
-    it("upgrades a store of format 2 (the same layout without the intake) to 3, its jobs kept", function()
+    it("upgrades a store of format 2 (the same layout without the intake) to 4, its jobs kept", function()
       local tag = "{" .. prefix .. ":default}"
       client:hmset(tag .. ":meta", "app", "hwtimer.durable", "format", "2", "buckets", "1", "jobs", "0")
       q = assert(open())
-      assert.equal("3", client:hget(tag .. ":meta", "format"))
+      assert.equal("4", client:hget(tag .. ":meta", "format"))
       assert(q:schedule("k", 60))
       assert.equal(1, q:pending())
       -- a store of format 2 with jobs in its buckets and slots (written as
@@ -178,13 +178,77 @@ describe("hwtimer.durable with Redis", function()
       client:hset(other .. ":meta", "format", "2")
       local ran = {}
       local upgraded = assert(open({ queue = "old" }))
-      assert.equal("3", client:hget(other .. ":meta", "format"))
+      assert.equal("4", client:hget(other .. ":meta", "format"))
       assert.equal(100, upgraded:pending())
       assert.equal("p7", upgraded:get("old-7").payload)
       upgraded:handle("k", function(job) ran[job.id] = (ran[job.id] or 0) + 1 end)
       assert.is_true(wait(function() return upgraded:pending() == 0 end))
       timer:run(0.1)
       for i = 1, 100 do assert.equal(1, ran["old-" .. i], "old-" .. i) end
+    end)
+
+    -- A store of format 3 as format 3 wrote it: a periodic job (nine values,
+    -- no schedule) in bucket 0 and its kind's slot, and a job in the intake
+    -- at {p:q}:in (format 3's encoding of a job, after TIME's two fields).
+    local function u32(n)
+      return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
+    end
+    local function str(x) return u32(#x) .. x end
+    local function format_3(tag, due_us, every_us, entry)
+      client:eval([[
+        local due, every = tonumber(ARGV[1]), tonumber(ARGV[2])
+        redis.call('HSET', KEYS[1], 'app', 'hwtimer.durable', 'format', '3', 'buckets', 1, 'jobs', 1)
+        redis.call('HSET', KEYS[2], 'tick', cmsgpack.pack('t', due, every, 0, '', 'hb', false, 0, due))
+        local w = 2 ^ 40
+        local start = math.floor(due / w) * w
+        redis.call('ZADD', KEYS[3], start, string.format('%.0f/%.0f', start, w))
+        redis.call('ZADD', KEYS[3] .. ':' .. string.format('%.0f', start), due, 'tick')
+        redis.call('SADD', KEYS[4], 't')
+        redis.call('RPUSH', KEYS[5], ARGV[3])
+      ]], 5, tag .. ":meta", tag .. ":j:0", tag .. ":r:1:t", tag .. ":kinds", tag .. ":in", due_us, every_us, entry)
+    end
+
+    it("upgrades a store of format 3 to 4, its jobs and intake kept, and fences the processes of format 3", function()
+      local tag = "{" .. prefix .. ":default}"
+      local t = client:eval("return redis.call('TIME')", 0)
+      local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+      local due_us = math.floor(now * 1e6) - 500000
+      -- a job of a fresh id, due 60 s after the TIME of its entry
+      local entry = t[1] .. " " .. t[2] .. " " .. str("fresh-1") .. str("k") .. "\1\1\1" .. str("q") .. str("60000000") ..
+        str("0")
+      format_3(tag, due_us, 2000000, entry)
+      q = assert(open())
+      assert.equal("4", client:hget(tag .. ":meta", "format"))
+      -- the intake of format 3 moved in, and made a string: every script of
+      -- a process of format 3 reads or pushes to that list first, and fails
+      -- there, having written nothing
+      assert.equal("string", client:type(tag .. ":in"))
+      assert.has_error(function() client:lrange(tag .. ":in", 0, -1) end)
+      assert.has_error(function() client:rpush(tag .. ":in", "x") end)
+      assert.equal(0, client:llen(tag .. ":intake"))
+      local fresh = q:get("fresh-1")
+      assert.same({ "k", "q", 0 }, { fresh.kind, fresh.payload, fresh.attempt })
+      assert.is_true(math.abs(fresh.due - (tonumber(t[1]) + tonumber(t[2]) / 1e6 + 60)) < 1e-5)
+      assert.equal(2, q:pending())
+      -- the periodic job of format 3 runs as a schedule of its interval
+      local tick = q:get("tick")
+      assert.same({ 2, "once", 0, due_us / 1e6, "hb" }, { tick.every, tick.missed, tick.runs, tick.scheduled_for, tick.payload })
+      local ran = {}
+      q:handle("t", function(job) ran[#ran + 1] = job end)
+      assert.is_true(wait(function() local j = q:get("tick") return #ran == 1 and not j.leased end))
+      assert.same({ due_us / 1e6, false }, { ran[1].scheduled_for, ran[1].late })
+      tick = q:get("tick")
+      assert.same({ due_us / 1e6 + 2, 1 }, { tick.scheduled_for, tick.runs })
+      -- opened again: format 4, the fence in place
+      q:close()
+      q = assert(open())
+      assert.equal(2, q:pending())
+      client:del(tag .. ":in")
+      client:rpush(tag .. ":in", "x")
+      local queue, err = open()
+      assert.is_nil(queue)
+      assert.equal("hwtimer.durable: redis " .. tag .. ": key " .. tag ..
+        ":in is a list, not a string (not a hwtimer.durable store)", err)
     end)
 
     it("returns nil, message when Redis cannot be reached", function()
