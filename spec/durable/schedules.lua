@@ -316,16 +316,19 @@ return function(env)
 
       it("never runs a calendar time twice while the same schedule is deployed again and again", function()
         local q = open()
-        local runs = recorder(q, "u")
         local function deploy() assert(q:every("u", "*/1 * * * * *", "p", { id = "u", tz = "Europe/Berlin" })) end
+        local runs = recorder(q, "u", deploy) -- (deployed again while its run is in flight, too)
         deploy()
         local t0 = env.now()
         env.wait(function()
           deploy()
           return env.now() - t0 > 2.5 * SLOW
         end, 10)
+        q:handle("u", nil)
+        assert.is_true(env.wait(function() return not q:get("u").leased end))
         assert.is_true(#runs >= 2, #runs .. " runs")
         for i = 2, #runs do assert.is_true(runs[i].scheduled_for > runs[i - 1].scheduled_for) end
+        assert.equal(#runs, q:get("u").runs) -- each run's acknowledgement counted
       end)
     end)
 
