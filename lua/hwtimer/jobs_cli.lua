@@ -169,7 +169,6 @@ end
 ---------------------------------------------------------------------------
 
 local json = {}
-M.json = json
 
 local ARRAY = {}
 json.null = setmetatable({}, { __tostring = function() return "null" end })
