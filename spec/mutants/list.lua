@@ -197,7 +197,7 @@ return {
     file = "csrc/pipe.c", lua = "5.4", specs = { "spec/core/19-wake_socket_spec.lua" },
     from = "if ((size_t)n == len && !memcmp(buf, token, len) && flen", to = "if (flen" },
 
-  -- ---- durable: operating a store (q:counts, q:jobs, q:retry, q:run_now) ----
+  -- ---- durable: operating a store (q:counts, q:jobs, q:retry, q:run_now, q:schedules) ----
   { name = "SQLite engine: a page after a cursor repeats the jobs tied with it",
     file = "lua/hwtimer/durable/sqlite.lua", lua = "5.4", specs = { "spec/durable/01-sqlite_spec.lua" },
     from = " > ?4 OR id > ?5)", to = " > ?4 OR id >= ?5)" },
@@ -217,6 +217,24 @@ return {
     file = "lua/hwtimer/durable/redis_ops.lua", lua = "5.4", specs = { "spec/durable/03-redis_spec.lua" },
     from = "jset(id, pack(kind, now, every, 0, '', payload, false, 0, now))",
     to = "jset(id, pack(kind, now, every, 1, '', payload, false, 0, now))" },
+  { name = "SQLite engine: q:schedules in id order, not next-due order",
+    file = "lua/hwtimer/durable/sqlite.lua", lua = "5.4", specs = { "spec/durable/01-sqlite_spec.lua" },
+    from = "every IS NOT NULL ORDER BY due, id]]", to = "every IS NOT NULL ORDER BY id]]" },
+  { name = "Redis engine: q:schedules in no order (as the buckets hold them)",
+    file = "lua/hwtimer/durable/redis.lua", lua = "5.4", specs = { "spec/durable/03-redis_spec.lua" },
+    from = "  table.sort(list, by_due)\n", to = "" },
+
+  -- ---- hwtimer-jobs (lua/hwtimer/jobs_cli.lua, run as a command) ----
+  { name = "hwtimer-jobs: a refusal exits 0",
+    file = "lua/hwtimer/jobs_cli.lua", lua = "5.4", specs = { "spec/tools/01-jobs_cli_spec.lua" },
+    from = 'err:write("hwtimer-jobs: ", printable(bare(value), true), "\\n")\n    return 1',
+    to = 'err:write("hwtimer-jobs: ", printable(bare(value), true), "\\n")\n    return 0' },
+  { name = "hwtimer-jobs: --json drops control bytes from strings",
+    file = "lua/hwtimer/jobs_cli.lua", lua = "5.4", specs = { "spec/tools/01-jobs_cli_spec.lua" },
+    from = 'ESCAPE[string.char(c)] or format("\\\\u%04x", c)', to = 'ESCAPE[string.char(c)] or ""' },
+  { name = "hwtimer-jobs: --json passes bytes that are not UTF-8 through",
+    file = "lua/hwtimer/jobs_cli.lua", lua = "5.4", specs = { "spec/tools/01-jobs_cli_spec.lua" },
+    from = "function() return REPLACEMENT end)", to = "function(b) return string.char(b) end)" },
 
   -- ---- metrics (lua/hwtimer/metrics*.lua) ----
   { name = "metrics: a label value's quotes are not escaped",

@@ -101,6 +101,9 @@ local SQL = {
   run_now = [[INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, every, attempt)
               SELECT queue, id, kind, payload, ?3, ?3, every, attempt FROM hwtimer_jobs
               WHERE queue = ?1 AND id = ?2 AND dead = 0 AND owner IS NULL AND ready > ?3]],
+  -- the periodic jobs (every row of the queue is read: no index holds them)
+  schedules = [[SELECT id, kind, payload, due, attempt, every, dead, error, owner
+                FROM hwtimer_jobs WHERE queue = ?1 AND every IS NOT NULL ORDER BY due, id]],
   handle = "INSERT OR IGNORE INTO temp.hwtimer_handled (kind) VALUES (?1)",
   unhandle = "DELETE FROM temp.hwtimer_handled WHERE kind = ?1",
 }
@@ -127,6 +130,17 @@ Engine.now = now
 local function job_of(id, kind, payload, due, attempt, every, dead, err, owner)
   return { id = id, kind = kind, payload = payload, due = due, attempt = attempt,
            every = every, dead = dead == 1 or nil, error = err, leased = owner ~= nil or nil }
+end
+
+-- A query's rows of job columns (as `get` selects them) as jobs, in place:
+-- the list, or nil and the message where the query failed.
+local function jobs_of(rows, n)
+  if not rows then return nil, n end
+  for i = 1, n do
+    local r = rows[i]
+    rows[i] = job_of(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
+  end
+  return rows
 end
 
 ---------------------------------------------------------------------------
@@ -284,16 +298,7 @@ end
 
 function Engine:pending() return self.st.pending:first(self.queue) end
 
-function Engine:dead()
-  local rows, n = self.st.dead:rows(self.queue)
-  if not rows then return nil, n end
-  local list = {}
-  for i = 1, n do
-    local r = rows[i]
-    list[i] = job_of(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
-  end
-  return list
-end
+function Engine:dead() return jobs_of(self.st.dead:rows(self.queue)) end
 
 function Engine:handle(kind, on)
   return (on and self.st.handle or self.st.unhandle):run(kind)
@@ -342,18 +347,11 @@ function Engine:counts()
 end
 
 function Engine:jobs(state, kind, limit, after_due, after_id)
-  local st, rows, n = self.st
+  local st = self.st
   if after_due then
-    rows, n = st["jobs_" .. state .. "_after"]:rows(self.queue, kind, limit, after_due, after_id)
-  else
-    rows, n = st["jobs_" .. state]:rows(self.queue, kind, limit)
+    return jobs_of(st["jobs_" .. state .. "_after"]:rows(self.queue, kind, limit, after_due, after_id))
   end
-  if not rows then return nil, n end
-  for i = 1, n do
-    local r = rows[i]
-    rows[i] = job_of(r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
-  end
-  return rows
+  return jobs_of(st["jobs_" .. state]:rows(self.queue, kind, limit))
 end
 
 -- Why `id` was not made due: false, its state (and a leased job's lease
@@ -384,6 +382,8 @@ function Engine:run_now(id)
   if why == "pending" then return key, ready end -- due already: left as it was
   return ok, why, ready
 end
+
+function Engine:schedules() return jobs_of(self.st.schedules:rows(self.queue)) end
 
 ---------------------------------------------------------------------------
 -- The window's reads
