@@ -50,11 +50,22 @@ CBUILD   := build/c
 RUN_ENV  := LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;$(BUILD)/test/?.so;;' HWT_LUA=$(LUA) \
             HWT_NGX_PATH='$(CURDIR)/lua/?.lua' HWT_NGX_CPATH='$(CURDIR)/$(BUILD)/?.so'
 ROCKTREE := $(BUILD)/rock
-# The installed rock only: no lua/ and no build/*/hwtimer on the paths.
+# The installed rock only: no lua/ and no build/*/hwtimer on the paths;
+# HWT_JOBS_CLI: the command the rock installed (spec/tools).
 ROCK_ENV := LUA_PATH='$(ROCKTREE)/share/lua/$(LUA_ABI)/?.lua;$(ROCKTREE)/share/lua/$(LUA_ABI)/?/init.lua;;' \
             LUA_CPATH='$(ROCKTREE)/lib/lua/$(LUA_ABI)/?.so;$(BUILD)/test/?.so;;' HWT_LUA=$(LUA) \
             HWT_NGX_PATH='$(CURDIR)/$(ROCKTREE)/share/lua/$(LUA_ABI)/?.lua' \
-            HWT_NGX_CPATH='$(CURDIR)/$(ROCKTREE)/lib/lua/$(LUA_ABI)/?.so'
+            HWT_NGX_CPATH='$(CURDIR)/$(ROCKTREE)/lib/lua/$(LUA_ABI)/?.so' \
+            HWT_JOBS_CLI='$(CURDIR)/$(ROCKTREE)/bin/hwtimer-jobs'
+# luarocks as test-rock runs it. LuaJIT's rocks are built by Lua 5.1's
+# luarocks, whose wrapper of a command (bin/hwtimer-jobs) would run lua5.1,
+# which cannot load a module linked for LuaJIT: a config file of its own
+# names luajit the interpreter.
+ifeq ($(LUA_VERSION),jit)
+ROCK_LUAROCKS := LUAROCKS_CONFIG=$(CURDIR)/$(BUILD)/luarocks-jit.lua luarocks
+else
+ROCK_LUAROCKS := luarocks
+endif
 
 # Every package a step uses, by the step: a fresh machine has gcc and make only.
 # lua-nginx-redis is lua-resty-redis (nginx's cosocket client: module nginx.redis);
@@ -155,15 +166,16 @@ test-spec: $(MODULE) $(TESTUTIL) sqlite
 # luarocks refuses hwtimer-sqlite, naming SQLite, where sqlite3.h is not found.
 test-rock: $(TESTUTIL) dist
 	rm -rf $(ROCKTREE)
-	cd / && luarocks --lua-version=$(LUA_ABI) --tree=$(CURDIR)/$(ROCKTREE) install \
+	@mkdir -p $(BUILD) && echo 'lua_interpreter = "luajit"' >$(BUILD)/luarocks-jit.lua
+	cd / && $(ROCK_LUAROCKS) --lua-version=$(LUA_ABI) --tree=$(CURDIR)/$(ROCKTREE) install \
 	  $(CURDIR)/$(DIST)/hwtimer-$(VERSION)-1.src.rock LUA_INCDIR=$(LUA_INCDIR)
-	@out=$$(cd / && luarocks --lua-version=$(LUA_ABI) --tree=$(CURDIR)/$(ROCKTREE) install \
+	@out=$$(cd / && $(ROCK_LUAROCKS) --lua-version=$(LUA_ABI) --tree=$(CURDIR)/$(ROCKTREE) install \
 	  $(CURDIR)/$(DIST)/hwtimer-sqlite-$(VERSION)-1.src.rock LUA_INCDIR=$(LUA_INCDIR) \
 	  SQLITE_INCDIR=/nonexistent 2>&1); status=$$?; \
 	if [ $$status -eq 0 ] || ! printf '%s\n' "$$out" | grep -q 'SQLITE'; then \
 	  printf '%s\n' "$$out"; echo "test-rock: hwtimer-sqlite was not refused, naming SQLite, without sqlite3.h"; exit 1; fi; \
 	echo "== without sqlite3.h luarocks refuses hwtimer-sqlite: $$(printf '%s\n' "$$out" | grep -m1 SQLITE)"
-	cd / && luarocks --lua-version=$(LUA_ABI) --tree=$(CURDIR)/$(ROCKTREE) install \
+	cd / && $(ROCK_LUAROCKS) --lua-version=$(LUA_ABI) --tree=$(CURDIR)/$(ROCKTREE) install \
 	  $(CURDIR)/$(DIST)/hwtimer-sqlite-$(VERSION)-1.src.rock LUA_INCDIR=$(LUA_INCDIR)
 	@cd lua && find . -type f | sort >$(CURDIR)/$(ROCKTREE)/expected
 	@cd $(ROCKTREE)/share/lua/$(LUA_ABI) && find . -type f | sort >$(CURDIR)/$(ROCKTREE)/installed
@@ -352,7 +364,8 @@ bench-quick: deps-bench
 	$(RUN_ENV) $(LUA) bench/timers.lua 0.1
 	$(NGX_BENCH) 1 0.1
 
-# What the two rocks install (hwtimer.sqlite where SQLite's header is found).
+# What the two rocks install (hwtimer.sqlite where SQLite's header is found), and
+# hwtimer-jobs, run by $(LUA).
 install: $(MODULE) sqlite
 	install -d $(DESTDIR)$(LUA_LIBDIR)/hwtimer $(DESTDIR)$(LUA_SHAREDIR)/hwtimer/durable
 	install -m 755 $(MODULE) $(DESTDIR)$(LUA_LIBDIR)/hwtimer/core.so
@@ -360,6 +373,9 @@ install: $(MODULE) sqlite
 	install -m 644 lua/hwtimer.lua $(DESTDIR)$(LUA_SHAREDIR)/hwtimer.lua
 	install -m 644 lua/hwtimer/*.lua $(DESTDIR)$(LUA_SHAREDIR)/hwtimer/
 	install -m 644 lua/hwtimer/durable/*.lua $(DESTDIR)$(LUA_SHAREDIR)/hwtimer/durable/
+	install -d $(DESTDIR)$(PREFIX)/bin
+	sed '1s,.*,#!/usr/bin/env $(LUA),' bin/hwtimer-jobs >$(DESTDIR)$(PREFIX)/bin/hwtimer-jobs
+	chmod 755 $(DESTDIR)$(PREFIX)/bin/hwtimer-jobs
 
 clean:
 	rm -rf build $(DIST)

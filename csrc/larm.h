@@ -104,6 +104,62 @@ static inline void lhwt_cancel_node(lua_State *L, struct timer *T, int mt, struc
 		lhwt_unpin(L, T, mt, n);
 }
 
+/* Unlink the nodes cancelled for later (one lock round) and unpin them.
+ * Before the host looks at due timeouts (dispatch, take, timeout, stats) and
+ * before a stop collects what never ran. */
+static inline void lhwt_flush_cancelled(lua_State *L, struct timer *T, int mt)
+{
+	unsigned i, count = T->ncancelled;
+	if (count == 0)
+		return;
+	T->ncancelled = 0;
+	if (!forked(T))
+		hwt_worker_del_batch(&T->w, T->cancelled, count);
+	else /* no driver thread in a child, and its lock may be held forever */
+		for (i = 0; i < count; i++)
+			hwt_wheel_del(&T->w.wheel, T->cancelled[i]);
+	for (i = 0; i < count; i++) {
+		T->cancelled[i]->owner_flags &= (uint8_t)~RELEASED;
+		lhwt_unpin(L, T, mt, T->cancelled[i]);
+	}
+}
+
+/* The timeout has finished (run, or cancelled, and out of its own callback
+ * and not taken): its task is released, so it cannot be reset. Unpinned,
+ * or cancelled and waiting for the next flush (RELEASED). */
+static inline int lhwt_finished(const struct hwt_node *n)
+{
+	return PIN(n) == 0 || (n->owner_flags & RELEASED);
+}
+
+/* lhwt_flush_cancelled for the timer at index `ud`. */
+static inline void lhwt_flush_timer(lua_State *L, struct timer *T, int ud)
+{
+	if (T->ncancelled == 0)
+		return;
+	hwt_getuv(L, ud, USERVAL_HANDLE_MT);
+	lhwt_flush_cancelled(L, T, lua_gettop(L));
+	lua_pop(L, 1);
+}
+
+/* Cancelled, its task released at once, its node left where it was until
+ * the next flush (lhwt_flush_cancelled), pinned until then so that the
+ * collector cannot free it while linked. For a timeout outside its own
+ * callback and not taken (its node on the wheel, the due list or the host's
+ * list of taken ones): pending. */
+static inline void lhwt_cancel_later(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
+{
+	lhwt_mark_cancelled(T, n);
+	if (HWT_PACK_IN_HANDLE && task_packed(n))
+		lhwt_release_pack(L, mt, n);
+	lua_pushnil(L);
+	lua_rawseti(L, mt, TASK_AT(n));
+	n->owner_flags |= RELEASED;
+	T->cancelled[T->ncancelled++] = n;
+	if (T->ncancelled == HWT_CANCEL_BATCH)
+		lhwt_flush_cancelled(L, T, mt);
+}
+
 HWT_HIDDEN_END
 
 #endif

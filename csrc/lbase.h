@@ -81,9 +81,12 @@ HWT_HIDDEN_BEGIN
  * nominal = ns of the current period's start}. REARMED: reset from its own
  * callback, so finishing that callback must leave it armed. RUNNING: handed
  * to the host by take, until timer:done (pinned until then, so that its
- * callback may still reset it). */
+ * callback may still reset it). RELEASED: cancelled, its task released,
+ * its node pinned until the next flush of cancels (larm.h). */
 enum { PENDING, EXPIRED, CANCELLED, STATE_MASK = 3, PERIODIC = 4, ADVANCED = 8, REARMED = 16,
-       RUNNING = 32 };
+       RUNNING = 32, RELEASED = 64 };
+/* Cancels unlinked in one lock round (see struct timer's `cancelled`). */
+#define HWT_CANCEL_BATCH 64
 #define LATE_BUCKETS 256 /* lateness histogram: 4 buckets per power of two of ns */
 
 /* A timer is known without a metatable lookup: a userdata of exactly
@@ -138,6 +141,11 @@ struct timer {
 	int take_only;             /* the host runs callbacks itself: no dispatch, no run */
 	int has_wakeup;            /* a wakeup hook is set (uservalue 3) */
 	int wake_new;              /* a wake socket opened, not yet paired (lwake.c); -1: none */
+	unsigned ncancelled;       /* nodes in `cancelled` */
+	/* Cancelled outside a dispatch, still linked where they were: unlinked
+	 * together, under one lock round with their neighbours fetched at once,
+	 * before the host next looks at due timeouts (larm.h) */
+	struct hwt_node *cancelled[HWT_CANCEL_BATCH];
 	char wake_token[17];       /* what the host sends it to pair: 16 hex digits */
 };
 

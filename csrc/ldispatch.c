@@ -192,11 +192,12 @@ static lua_Integer run_due(lua_State *L, struct timer *T, lua_Integer max)
 	 * its end. The coarse clock (a few ns) times each callback for cb_max:
 	 * the precise one costs several times as much a read, a large share of
 	 * a callback's budget in a burst (W2c). */
+	hwt_getuv(L, 1, USERVAL_HANDLE_MT);
+	mt = lua_gettop(L);
+	lhwt_flush_cancelled(L, T, mt);
 	T->batch_now = hwt_clock_ns();
 	hwt_worker_take(&T->w, &T->local, T->batch_now);
 	hwt_list_splice(&T->batch, &T->local); /* callbacks' new timeouts wait */
-	hwt_getuv(L, 1, USERVAL_HANDLE_MT);
-	mt = lua_gettop(L);
 	hwt_getuv(L, 1, USERVAL_HANDLER);
 	mh = lua_gettop(L);
 	T->budget = max;
@@ -418,6 +419,7 @@ static int timer_take(lua_State *L)
 	int64_t now;
 	if (T->dispatching)
 		return luaL_error(L, "hwtimer: take called from inside a dispatched callback");
+	lhwt_flush_timer(L, T, 1);
 	now = hwt_clock_ns();
 	if (hwt_list_empty(&T->local))
 		hwt_worker_take(&T->w, &T->local, now);

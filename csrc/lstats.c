@@ -5,6 +5,7 @@
  */
 #include <math.h>
 #include <string.h>
+#include "larm.h"
 #include "lstats.h"
 
 static unsigned top_bit(uint64_t x) /* x > 0 */
@@ -114,6 +115,8 @@ static int timer_stats(lua_State *L)
 {
 	struct timer *T = lhwt_to_timer(L, 1);
 	int since_last = lua_toboolean(L, 2);
+	if (!T->stopped)
+		lhwt_flush_timer(L, T, 1); /* `due` counts no cancelled timeout */
 	struct stats *st = since_last ? &T->window : &T->life;
 	lua_createtable(L, 0, 18);
 	set_integer(L, "scheduled", st->scheduled);

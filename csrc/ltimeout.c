@@ -72,6 +72,11 @@ static int timeout_cancel(lua_State *L)
 	/* Linked somewhere (wheel, due list, local or batch) or, while its own
 	 * callback runs, maybe nowhere: the slot is the worker's to change, so
 	 * it is read only under the lock, inside hwt_worker_del. */
+	if (!T->dispatching && n != T->current && !(n->owner_flags & RUNNING)) {
+		lhwt_cancel_later(L, T, mt, n); /* the common case: no lock now */
+		lua_pushboolean(L, 1);
+		return 1;
+	}
 	hwt_worker_del(&T->w, n);
 	lhwt_cancel_node(L, T, mt, n);
 	lua_pushboolean(L, 1);
@@ -113,7 +118,7 @@ static int timeout_reset(lua_State *L)
 		return luaL_error(L, "hwtimer: timeout used in a forked child (timers do not survive fork)");
 	if (T->stopped)
 		return luaL_error(L, "attempt to use a stopped timer");
-	if (PIN(n) == 0) {
+	if (lhwt_finished(n)) {
 		lua_pushnil(L);
 		lua_pushfstring(L, "cannot reset a timeout that has %s: its callback was released "
 				   "(schedule a new one)",
@@ -220,7 +225,7 @@ static int timeout_task(lua_State *L)
 	struct hwt_node *n;
 	lua_settop(L, 1);
 	n = node_and_pins(L, 1, &T); /* the handle metatable at 2 */
-	if (PIN(n) == 0)
+	if (lhwt_finished(n))
 		return 0;
 	return lhwt_push_task(L, n, 2);
 }

@@ -59,6 +59,7 @@ static void stop_timer(lua_State *L, struct timer *T, int list)
 	int child = forked(T);
 	if (T->stopped)
 		return;
+	lhwt_flush_timer(L, T, 1); /* before collecting: they are not "never ran" */
 	T->stopped = 1;
 	if (T->wake_new >= 0)
 		close(T->wake_new);
@@ -139,6 +140,7 @@ static int timer_timeout(lua_State *L)
 	struct timer *T = lhwt_check_live(L, 1);
 	uint64_t next;
 	int64_t now, at;
+	lhwt_flush_timer(L, T, 1);
 	if (!hwt_list_empty(&T->local)) {
 		T->host_wake = 0;
 		lua_pushnumber(L, 0);

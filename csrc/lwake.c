@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "clock.h"
+#include "larm.h"
 #include "lwake.h"
 #include "pipe.h"
 
@@ -93,6 +94,7 @@ static int timer_wake_pair(lua_State *L)
 static int timer_wake_arm(lua_State *L)
 {
 	struct timer *T = lhwt_check_live(L, 1);
+	lhwt_flush_timer(L, T, 1); /* the due list holds no cancelled timeout */
 	lua_pushboolean(L, !hwt_list_empty(&T->local) || hwt_worker_wake_arm(&T->w));
 	return 1;
 }

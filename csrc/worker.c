@@ -247,6 +247,17 @@ void hwt_worker_del(struct hwt_worker *w, struct hwt_node *n)
 	pthread_mutex_unlock(&w->mu);
 }
 
+void hwt_worker_del_batch(struct hwt_worker *w, struct hwt_node *const *n, unsigned count)
+{
+	unsigned i;
+	for (i = 0; i < count; i++) /* the misses overlap instead of coming one by one */
+		hwt_list_prefetch_neighbours(&n[i]->link);
+	pthread_mutex_lock(&w->mu);
+	for (i = 0; i < count; i++)
+		hwt_wheel_del(&w->wheel, n[i]);
+	pthread_mutex_unlock(&w->mu);
+}
+
 /* Called with the lock held. A host that wakes at a deadline itself (its
  * poll timed out at timeout()) need not wait for the worker's wake-up and
  * pipe write, a second wake-up in series: when the worker is due by now, the

@@ -79,6 +79,8 @@ void hwt_worker_add_due(struct hwt_worker *w, struct hwt_node *n);
 void hwt_worker_move(struct hwt_worker *w, struct hwt_node *n, uint64_t tick, int64_t now_ns);
 /* Take `n` out of the wheel or the due list. */
 void hwt_worker_del(struct hwt_worker *w, struct hwt_node *n);
+/* Take `count` nodes out, in one lock round, their neighbours fetched first. */
+void hwt_worker_del_batch(struct hwt_worker *w, struct hwt_node *const *n, unsigned count);
 /* Move every due node to the tail of `into` and consume the pipe's byte.
  * `now_ns` is the host's clock: what expired by then is taken too, when the
  * worker has not got to it yet (it is only a level-0 slot's work). */

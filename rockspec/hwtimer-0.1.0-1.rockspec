@@ -50,6 +50,7 @@ build = {
     ["hwtimer.durable.redis_ops"] = "lua/hwtimer/durable/redis_ops.lua",
     ["hwtimer.durable.redis_client"] = "lua/hwtimer/durable/redis_client.lua",
     ["hwtimer.durable.redis_batch"] = "lua/hwtimer/durable/redis_batch.lua",
+    ["hwtimer.jobs_cli"] = "lua/hwtimer/jobs_cli.lua",
     ["hwtimer.core"] = {
       sources = { "csrc/wheel.c", "csrc/worker.c", "csrc/driver.c", "csrc/pipe.c", "csrc/clock.c",
                   "csrc/lbase.c", "csrc/larm.c", "csrc/ltimer.c", "csrc/ltimeout.c", "csrc/lstats.c",
@@ -58,5 +59,10 @@ build = {
       libraries = { "pthread", "m", "dl" },
       incdirs = { "csrc" },
     },
+  },
+  -- hwtimer-jobs: luarocks installs a wrapper in the tree's bin/ that runs
+  -- it with this rock's Lua and paths
+  install = {
+    bin = { ["hwtimer-jobs"] = "bin/hwtimer-jobs" },
   },
 }

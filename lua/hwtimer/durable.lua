@@ -399,7 +399,7 @@ end
 
 ---------------------------------------------------------------------------
 -- Operating a store: counts, pages of jobs, a dead job retried, a job run
--- now. What a tool (hwtimer-jobs, a metrics exporter) calls, on a queue
+-- now, the periodic jobs. What a tool (hwtimer-jobs, a metrics exporter) calls, on a queue
 -- that may handle no kind; the results are plain tables.
 ---------------------------------------------------------------------------
 
@@ -502,6 +502,16 @@ function Queue:retry(id) return make_due(self, "retry", id) end
 
 --- ok, err = q:run_now(id): a pending job due now.
 function Queue:run_now(id) return make_due(self, "run_now", id) end
+
+--- list, err = q:schedules(): the schedules (q:every), each as q:get
+-- shows it, in next-due order (due, then id byte by byte).
+function Queue:schedules()
+  live(self, "schedules")
+  settle(self)
+  local list, err = self._engine:schedules()
+  if not list then return nil, "hwtimer.durable: " .. tostring(err) end
+  return list
+end
 
 --- q:close(): hands the jobs claimed and not started back to the store,
 -- writes what ran, lets go of the timer's timeouts, and of the store once

@@ -60,13 +60,75 @@ describe("timeout handle", function()
       assert.equal("cancelled", b:state())
     end)
 
-    it("frees the pin at once", function()
+    it("releases the callback of a timeout that ran, or was cancelled inside a callback, while the handle is held", function()
       local weak = setmetatable({}, { __mode = "v" })
-      weak[1] = timer:schedule(100, function() end)
-      weak[1]:cancel()
+      local ran, victim = function() end, function() end
+      weak[1], weak[2] = ran, victim
+      local a = timer:schedule(0, ran)
+      local v = timer:schedule(100, victim)
+      timer:schedule(0, function() assert.is_true(v:cancel()) end) -- cancelled inside a dispatch
+      ran, victim = nil, nil
+      assert.equal(2, timer:dispatch())
       collectgarbage()
       collectgarbage()
       assert.is_nil(weak[1])
+      assert.is_nil(weak[2])
+      assert.same({ "expired", "cancelled" }, { a:state(), v:state() })
+    end)
+
+    -- A cancel releases the callback and its arguments at once (below,
+    -- "releases the callback ... while the handle is held"); the handle's
+    -- 32-byte node stays linked where it was until the timer next looks at
+    -- due timeouts (dispatch, run, take, timeout, stats, wake_arm, stop) or
+    -- 64 cancels later: one lock round unlinks them all (docs/api.md).
+    it("frees the handle at the timer's next look at due timeouts", function()
+      for _, look in ipairs({ "dispatch", "timeout", "stats", "stop" }) do
+        local tm = hwtimer.new()
+        local weak = setmetatable({}, { __mode = "v" })
+        weak[1] = tm:schedule(100, function() end)
+        assert.is_true(weak[1]:cancel())
+        tm[look](tm)
+        collectgarbage()
+        collectgarbage()
+        assert.is_nil(weak[1], look)
+        tm:close()
+      end
+    end)
+
+    it("no longer wakes the host: the next event is the next timeout's", function()
+      local t = timer:schedule(0.01, function() end)
+      timer:schedule(100, function() end)
+      assert.is_true(t:cancel())
+      local left = timer:timeout()
+      assert.is_true(left > 50, tostring(left))
+    end)
+
+    it("frees the handles of 64 cancels with no look in between", function()
+      local weak = setmetatable({}, { __mode = "v" })
+      for i = 1, 64 do
+        weak[i] = timer:schedule(100, function() end)
+        weak[i]:cancel()
+      end
+      collectgarbage()
+      collectgarbage()
+      assert.is_nil(next(weak))
+    end)
+
+    it("a cancelled timeout whose node waits to be unlinked never runs, even once due", function()
+      local ran = 0
+      local t = timer:schedule(0.005, function() ran = ran + 1 end)
+      assert.is_true(t:cancel())
+      require("hwtimer_testutil").sleep(0.03) -- the worker moves its node to the due list
+      assert.equal(0, timer:dispatch())
+      assert.equal(0, ran)
+      assert.is_false(t:cancel())
+      assert.equal("cancelled", t:state())
+      assert.is_nil(t:task())
+      local r, err = t:reset(0)
+      assert.is_nil(r)
+      assert.matches("been cancelled", err)
+      local s = timer:stats()
+      assert.same({ 1, 0, 1, 0, 0 }, { s.scheduled, s.fired, s.cancelled, s.pending, s.due })
     end)
   end)
 

@@ -107,6 +107,7 @@ describe("API reference (README.md and docs/*.md)", function()
       { "lua/hwtimer/copas.lua", "^function M%.([%w_]+)", 'require("hwtimer.copas").%s(' },
       { "lua/hwtimer/ngx.lua", "^function M%.([%w_]+)", 'require("hwtimer.ngx").%s(' },
       { "lua/hwtimer/ngx.lua", "^function NgxTimer:(%a[%w_]*)", "d:%s(" },
+      { "lua/hwtimer/jobs_cli.lua", "^function M%.([%w_]+)", 'require("hwtimer.jobs_cli").%s(' },
       { "lua/hwtimer/durable.lua", "^function M%.([%w_]+)", "durable.%s(" },
       { "lua/hwtimer/durable.lua", "^function Queue:(%a[%w_]*)", "q:%s(" }, -- not __tostring
       { "lua/hwtimer/durable/ngx.lua", "^function M%.([%w_]+)", 'require("hwtimer.durable.ngx").%s(' },

@@ -70,6 +70,13 @@ describe("the rocks", function()
     assert.is_nil(io.open("csrc/lua"), "csrc/lua exists")
   end)
 
+  it("install hwtimer-jobs with hwtimer: a Lua script luarocks wraps", function()
+    assert.same({ ["hwtimer-jobs"] = "bin/hwtimer-jobs" }, core.build.install.bin)
+    assert.is_nil(sqlite.build.install)
+    assert.equal("#!/usr/bin/env lua\n", helpers.read_file("bin/hwtimer-jobs"):match("^[^\n]*\n"))
+    assert.is_true(helpers.sh("test -x bin/hwtimer-jobs"))
+  end)
+
   it("have scm rockspecs with the same modules", function()
     for _, r in ipairs({ "hwtimer", "hwtimer-sqlite" }) do
       local release = rockspec("rockspec/" .. r .. "-" .. VERSION .. "-1.rockspec")

@@ -1,4 +1,4 @@
--- Operating a store: q:counts, q:jobs, q:retry, q:run_now (what hwtimer-jobs
+-- Operating a store: q:counts, q:jobs, q:retry, q:run_now, q:schedules (what hwtimer-jobs
 -- and a metrics exporter will call), on a queue that handles no kind as well
 -- as on one that runs jobs, and from another process. Shared by the SQLite
 -- (spec/durable/01-sqlite) and Redis (spec/durable/03-redis) engines. `env`
@@ -304,6 +304,81 @@ return function(env)
         assert.matches("^hwtimer.durable: job l1 is in flight %(leased for %d+%.%d+ s more%)$", inside[1][2])
         assert.same({ nil, "hwtimer.durable: job l1 is not dead (it is leased)" }, inside[2])
         assert.has_error(function() q:run_now(1) end, "bad argument #1 to 'run_now' (non-empty string expected, got number)")
+      end)
+    end)
+
+    describe("q:schedules", function()
+      -- the ids of `list` as (due, id) orders them, by q:get's due times
+      local function by_due(q, list)
+        local t = {}
+        for i, id in ipairs(list) do t[i] = { q:get(id).due, id } end
+        return in_order(t)
+      end
+
+      it("lists the periodic jobs alone, in next-due order, each as q:get shows it", function()
+        local q = open()
+        assert.same({}, q:schedules())
+        assert(q:every("b", 60, "p", { id = "s3" }))
+        assert(q:every("a", 10, nil, { id = "s1" }))
+        assert(q:schedule("a", 5, nil, { id = "once" })) -- not periodic: not listed
+        assert(q:at("a", env.now() - 1, nil, { id = "due" }))
+        local made = assert(q:every("c", 0.5)) -- a made id (Redis: still in the intake)
+        assert(q:every("a", 3600, nil, { id = "s2" }))
+        local list = assert(q:schedules())
+        assert.same(by_due(q, { "s1", "s2", "s3", made }), ids(list))
+        assert.same({ made, "s1", "s3", "s2" }, ids(list)) -- 0.5 s, 10 s, 60 s, 3600 s ahead
+        for _, job in ipairs(list) do assert.same(q:get(job.id), job) end
+        assert.same({ "s3", "b", "p", 60, 0 }, { list[3].id, list[3].kind, list[3].payload, list[3].every,
+                                                 list[3].attempt })
+        assert.is_nil(list[3].leased)
+        assert.is_nil(list[3].dead)
+        assert.is_true(q:cancel("s3"))
+        assert(q:schedule("b", 1, nil, { id = "s1" })) -- replaced by a one-shot job: no longer listed
+        assert.same({ made, "s2" }, ids(q:schedules()))
+      end)
+
+      it("shows a schedule leased while it runs, its next due time after, a dead one as dead", function()
+        local q = open({ attempts = 1 })
+        local inside
+        q:handle("tick", function() inside = inside or q:schedules() end)
+        q:handle("bad", function() error("boom", 0) end)
+        assert(q:every("tick", 3600, nil, { id = "t" }))
+        assert(q:every("bad", 7200, nil, { id = "b" }))
+        assert.is_true(q:run_now("t"))
+        assert.truthy(env.wait(function() return inside end))
+        assert.same({ "t", "b" }, ids(inside))
+        assert.same({ true, 1 }, { inside[1].leased, inside[1].attempt })
+        assert.is_nil(inside[2].leased)
+        local ran_due = inside[1].due
+        assert.truthy(env.wait(function() local j = q:get("t") return j and not j.leased end))
+        assert.is_true(q:run_now("b"))
+        assert.truthy(env.wait(function() local j = q:get("b") return j and j.dead end))
+        local list = assert(q:schedules())
+        assert.same({ "b", "t" }, ids(list)) -- b's due time: its run's, now past
+        assert.same({ true, "boom", 1 }, { list[1].dead, list[1].error, list[1].attempt })
+        assert.same({ 0, 3600 }, { list[2].attempt, list[2].every })
+        assert.is_nil(list[2].leased)
+        assert.is_true(math.abs(list[2].due - (ran_due + 3600)) < 0.01, list[2].due - ran_due)
+      end)
+
+      it("finds every schedule of a large store once, among many other jobs", function()
+        local q = open()
+        local now, every = env.now(), {}
+        assert(q:batch(function(b)
+          for i = 1, 2500 do
+            if i % 50 == 0 then
+              local id = string.format("e%03d", 120 - i / 50) -- ids against due order
+              every[#every + 1] = id
+              b:every("k", 3600 + i, nil, { id = id })
+            else
+              b:at("k", now + 7200 + i, nil, { id = "j" .. i })
+            end
+          end
+        end))
+        local list = assert(q:schedules())
+        assert.equal(50, #list)
+        assert.same(by_due(q, every), ids(list))
+        assert.same(every, ids(list))
       end)
     end)
 

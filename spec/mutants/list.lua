@@ -25,7 +25,10 @@ return {
     to = "\tfor (i = 0; i + 1 < NARGS(n); i++)\n\t\thwt_packget(L, task, first + i);\n\treturn NARGS(n) > 0 ? NARGS(n) - 1 : 0;" },
   { name = "binding: unpinning leaves the task behind (a cancelled callback is never released)",
     file = "csrc/larm.h", lua = "5.4", specs = { "spec/core/03-timeout_spec.lua" },
-    from = "\tlua_pushnil(L);\n\tlua_rawseti(L, mt, TASK_AT(n));\n", to = "" },
+    from = "\tlua_pushnil(L);\n\tlua_rawseti(L, mt, TASK_AT(n));\n\tif (T->nfree", to = "\tif (T->nfree" },
+  { name = "binding: a cancel leaves the task behind until the batch is unlinked",
+    file = "csrc/larm.h", lua = "5.4", specs = { "spec/core/03-timeout_spec.lua" },
+    from = "\tlua_pushnil(L);\n\tlua_rawseti(L, mt, TASK_AT(n));\n\tn->owner_flags |= RELEASED;", to = "\tn->owner_flags |= RELEASED;" },
   { name = "binding: a taken one-shot is unpinned at take (its callback cannot reset it)",
     file = "csrc/ldispatch.c", lua = "5.4", specs = { "spec/core/08-stats_spec.lua" },
     from = "\t\tset_state(n, EXPIRED);\n\t\tT->pending--;\n\t}\n\treturn 1 + lhwt_push_task(L, n, 2);",
@@ -186,6 +189,19 @@ return {
     file = "csrc/ltimer.c", lua = "5.4", specs = { "spec/core/07-poll_spec.lua" },
     from = "\tif (at <= now && !T->dispatching) {", to = "\tif (0) {" },
 
+  { name = "binding: a dispatch runs before the cancels waiting to be unlinked are (a cancelled timeout runs)",
+    file = "csrc/ldispatch.c", lua = "5.4", specs = { "spec/core/03-timeout_spec.lua" },
+    from = "\tlhwt_flush_cancelled(L, T, mt);\n\tT->batch_now", to = "\tT->batch_now" },
+  { name = "binding: a cancelled timeout waiting to be unlinked can be reset",
+    file = "csrc/larm.h", lua = "5.4", specs = { "spec/core/03-timeout_spec.lua", "spec/core/10-features_spec.lua" },
+    from = "\tn->owner_flags |= RELEASED;\n", to = "" },
+  { name = "binding: stop collects the cancels waiting to be unlinked as timeouts that never ran",
+    file = "csrc/ltimer.c", lua = "5.4", specs = { "spec/core/03-timeout_spec.lua", "spec/core/06-stop_spec.lua" },
+    from = "\tlhwt_flush_timer(L, T, 1); /* before collecting", to = "\t(void)0; /* before collecting" },
+  { name = "binding: the batch of cancels is never unlinked before 64 (a handle outlives the next dispatch)",
+    file = "csrc/ltimer.c", lua = "5.4", specs = { "spec/core/03-timeout_spec.lua" },
+    from = "\tlhwt_flush_timer(L, T, 1);\n\tif (!hwt_list_empty(&T->local)) {", to = "\tif (!hwt_list_empty(&T->local)) {" },
+
   -- ---- the wake socket (csrc/worker.c, csrc/lwake.c) ----
   { name = "wake socket: an armed host is woken only on the descriptor's edge (not after a cancel emptied the due list)",
     file = "csrc/worker.c", lua = "5.4", specs = { "spec/core/19-wake_socket_spec.lua" },
@@ -201,7 +217,7 @@ return {
     file = "csrc/pipe.c", lua = "5.4", specs = { "spec/core/19-wake_socket_spec.lua" },
     from = "if ((size_t)n == len && !memcmp(buf, token, len) && flen", to = "if (flen" },
 
-  -- ---- durable: operating a store (q:counts, q:jobs, q:retry, q:run_now) ----
+  -- ---- durable: operating a store (q:counts, q:jobs, q:retry, q:run_now, q:schedules) ----
   { name = "SQLite engine: a page after a cursor repeats the jobs tied with it",
     file = "lua/hwtimer/durable/sqlite.lua", lua = "5.4", specs = { "spec/durable/01-sqlite_spec.lua" },
     from = " > ?4 OR id > ?5)", to = " > ?4 OR id >= ?5)" },
@@ -221,6 +237,24 @@ return {
     file = "lua/hwtimer/durable/redis_ops.lua", lua = "5.4", specs = { "spec/durable/03-redis_spec.lua" },
     from = "jset(id, pack(kind, now, every, 0, '', payload, false, 0, now, sched))",
     to = "jset(id, pack(kind, now, every, 1, '', payload, false, 0, now, sched))" },
+  { name = "SQLite engine: q:schedules in id order, not next-due order",
+    file = "lua/hwtimer/durable/sqlite.lua", lua = "5.4", specs = { "spec/durable/01-sqlite_spec.lua" },
+    from = "cron IS NOT NULL) ORDER BY due, id]]", to = "cron IS NOT NULL) ORDER BY id]]" },
+  { name = "Redis engine: q:schedules in no order (as the buckets hold them)",
+    file = "lua/hwtimer/durable/redis.lua", lua = "5.4", specs = { "spec/durable/03-redis_spec.lua" },
+    from = "  table.sort(list, by_due)\n", to = "" },
+
+  -- ---- hwtimer-jobs (lua/hwtimer/jobs_cli.lua, run as a command) ----
+  { name = "hwtimer-jobs: a refusal exits 0",
+    file = "lua/hwtimer/jobs_cli.lua", lua = "5.4", specs = { "spec/tools/01-jobs_cli_spec.lua" },
+    from = 'err:write("hwtimer-jobs: ", printable(bare(value), true), "\\n")\n    return 1',
+    to = 'err:write("hwtimer-jobs: ", printable(bare(value), true), "\\n")\n    return 0' },
+  { name = "hwtimer-jobs: --json drops control bytes from strings",
+    file = "lua/hwtimer/jobs_cli.lua", lua = "5.4", specs = { "spec/tools/01-jobs_cli_spec.lua" },
+    from = 'ESCAPE[string.char(c)] or format("\\\\u%04x", c)', to = 'ESCAPE[string.char(c)] or ""' },
+  { name = "hwtimer-jobs: --json passes bytes that are not UTF-8 through",
+    file = "lua/hwtimer/jobs_cli.lua", lua = "5.4", specs = { "spec/tools/01-jobs_cli_spec.lua" },
+    from = "function() return REPLACEMENT end)", to = "function(b) return string.char(b) end)" },
 
   -- ---- metrics (lua/hwtimer/metrics*.lua) ----
   { name = "metrics: a label value's quotes are not escaped",

@@ -99,11 +99,11 @@
 --                    now, where this owner still holds them at the row's
 --                    attempt. -> set { [id] = true } of those it still holds.
 --
--- Operating a store (q:counts, q:jobs, q:retry, q:run_now: tools that may
--- handle no kind). A job is in one of three states: pending (not dead, not
--- leased), leased (a process holds it: owner set, its lease live or not),
--- dead; `due` is a part of pending: its due time reached on the store's
--- clock.
+-- Operating a store (q:counts, q:jobs, q:retry, q:run_now, q:schedules:
+-- tools that may handle no kind). A job is in one of three states: pending
+-- (not dead, not leased), leased (a process holds it: owner set, its lease
+-- live or not), dead; `due` is a part of pending: its due time reached on
+-- the store's clock.
 --   e:counts()       -> { [kind] = { pending =, due =, leased =, dead = } },
 --                    the kinds with at least one job.
 --   e:jobs(state, kind, limit, after_due, after_id)
@@ -120,11 +120,15 @@
 --                    already is left as it is), seen by others' e:changes.
 --                    -> key, due; false, why ("missing", "dead"); false,
 --                    "leased", lease_end (epoch).
+--   e:schedules()    -> list of the schedules (those put with `every` or
+--                    `sched`), each a job as e:get shows it, leased and
+--                    dead ones too, in (due, id) order (ids compared byte
+--                    by byte).
 local M = {}
 
 M.METHODS = { "now", "close", "put", "cancel", "get", "pending", "dead", "handle", "begin", "commit",
               "rollback", "range", "changes", "probe", "claim", "ack", "renew",
-              "counts", "jobs", "retry", "run_now" }
+              "counts", "jobs", "retry", "run_now", "schedules" }
 
 --- What an engine module lacks, as a message; nil when it has everything.
 function M.missing(Engine)

@@ -345,6 +345,40 @@ function Engine:retry(id) return made_due(self:run("retry", id)) end
 
 function Engine:run_now(id) return made_due(self:run("run_now", id)) end
 
+-- a before b in (due, id) order, the ids byte by byte (Lua's < on strings
+-- follows the locale)
+local function by_due(a, b)
+  if a.due ~= b.due then return a.due < b.due end
+  local x, y = a.id, b.id
+  for i = 1, math.min(#x, #y) do
+    local p, q = x:byte(i), y:byte(i)
+    if p ~= q then return p < q end
+  end
+  return #x < #y
+end
+
+-- The schedules: the store's job buckets read SCHEDULE_BUCKETS a call
+-- (a bucket holds 40 to 80 jobs), in increasing order. A bucket that splits
+-- between two calls moves jobs only to the new, last bucket, read later: a
+-- job may be read twice (the later read is kept), never missed; one written
+-- meanwhile to a bucket read already is not seen (as between pages of q:jobs).
+local SCHEDULE_BUCKETS = 16
+
+function Engine:schedules()
+  local by_id, first, buckets = {}, 0, 1
+  repeat
+    local res, err = self:run("schedules", tostring(first), tostring(SCHEDULE_BUCKETS))
+    if not res then return nil, err end
+    buckets = tonumber(res[2])
+    for i = 3, #res, 11 do by_id[res[i]] = job_of(res, i + 1, res[i]) end
+    first = first + SCHEDULE_BUCKETS
+  until first >= buckets
+  local list = {}
+  for _, job in pairs(by_id) do list[#list + 1] = job end
+  table.sort(list, by_due)
+  return list
+end
+
 ---------------------------------------------------------------------------
 -- The window's reads
 ---------------------------------------------------------------------------

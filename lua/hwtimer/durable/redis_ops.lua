@@ -1,7 +1,8 @@
 --- hwtimer.durable.redis_ops: the Redis engine's scripts for operating a
--- store (q:counts, q:jobs, q:retry, q:run_now), beside the scripts that run
--- jobs (hwtimer.durable.redis_scripts, which builds each of these on its
--- prelude and lists them with its own: a function of its `script` builder).
+-- store (q:counts, q:jobs, q:retry, q:run_now, q:schedules), beside the
+-- scripts that run jobs (hwtimer.durable.redis_scripts, which builds each
+-- of these on its prelude and lists them with its own: a function of its
+-- `script` builder).
 -- The store's layout is that file's; nothing here changes it.
 --
 -- A job is pending (in a slot of its kind), leased (in its kind's lease
@@ -206,6 +207,30 @@ if sched then sched.a, sched.k = now, nil end -- a schedule's run of now
 jset(id, pack(kind, now, every, attempt, '', payload, false, 0, now, sched))
 ready_add(kind, { now, id })
 return { now, 'ok', now }
+]])
+
+  -- Schedules: ARGV[1] the first bucket, ARGV[2] how many. The schedules
+  -- (an interval, `every`, or a schedule's tenth value) of those job
+  -- buckets, read whole: a store's every job is read, a few buckets a
+  -- call, so that no call holds the server for long. Returns { now, the
+  -- bucket count, (id, fields...)... }.
+  S.schedules = script([[
+drain()
+bucket_state()
+local out = { now, buckets }
+local first = tonumber(ARGV[1])
+for b = first, math.min(first + tonumber(ARGV[2]), buckets) - 1 do
+  local all = redis.call('HGETALL', JOBS .. ':' .. b)
+  for i = 1, #all, 2 do
+    local raw = all[i + 1]
+    local _, _, every, _, _, _, _, _, _, sched = unpack(raw)
+    if every ~= 0 or sched then
+      out[#out + 1] = all[i]
+      fields(out, raw)
+    end
+  end
+end
+return out
 ]])
 
   return S

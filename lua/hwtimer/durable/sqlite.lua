@@ -153,6 +153,9 @@ local SQL = {
   run_now = COPY .. "?3, ?3, period, attempt, " .. SCHED .. [[, runs,
               CASE WHEN at IS NULL THEN NULL ELSE ?3 END, NULL FROM hwtimer_jobs
               WHERE queue = ?1 AND id = ?2 AND dead = 0 AND owner IS NULL AND ready > ?3]],
+  -- the schedules (every row of the queue is read: no index holds them)
+  schedules = "SELECT " .. JOB .. [[ FROM hwtimer_jobs
+                WHERE queue = ?1 AND (period IS NOT NULL OR cron IS NOT NULL) ORDER BY due, id]],
   handle = "INSERT OR IGNORE INTO temp.hwtimer_handled (kind) VALUES (?1)",
   unhandle = "DELETE FROM temp.hwtimer_handled WHERE kind = ?1",
 }
@@ -188,6 +191,8 @@ local function job_of(r)
   return job
 end
 
+-- A query's rows of job columns (JOB's) as jobs, in place: the list, or
+-- nil and the message where the query failed.
 local function jobs_of(rows, n)
   if not rows then return nil, n end
   for i = 1, n do rows[i] = job_of(rows[i]) end
@@ -514,6 +519,8 @@ function Engine:run_now(id)
   if why == "pending" then return key, ready end -- due already: left as it was
   return ok, why, ready
 end
+
+function Engine:schedules() return jobs_of(self.st.schedules:rows(self.queue)) end
 
 ---------------------------------------------------------------------------
 -- The window's reads

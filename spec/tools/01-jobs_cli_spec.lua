@@ -1,0 +1,666 @@
+-- hwtimer-jobs, the command line (bin/hwtimer-jobs over hwtimer.jobs_cli),
+-- run as the command it is: `$HWT_LUA bin/hwtimer-jobs ...` in the source
+-- tree, the rock's installed wrapper where make test-rock names it
+-- (HWT_JOBS_CLI), its stdout, stderr and exit status captured. Every command
+-- in text and in JSON against a real SQLite file and a real redis-server
+-- (started on a free loopback port, stopped by its pid), the exit statuses
+-- 0, 1 and 2 with their exact messages, JSON escaping, and that it never
+-- runs a job. The jobs are made, and their state checked, by queues of this
+-- process.
+local hwtimer = require("hwtimer")
+local helpers = require("spec.helpers")
+local durable = require("hwtimer.durable")
+
+local LUA = os.getenv("HWT_LUA") or "lua5.4"
+
+local function sq(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+
+local COMMAND = os.getenv("HWT_JOBS_CLI") and sq(os.getenv("HWT_JOBS_CLI")) or LUA .. " bin/hwtimer-jobs"
+local USAGE_LINE = "usage: hwtimer-jobs (--path FILE | --redis HOST:PORT[/DB] [--prefix P]) [--queue Q] "
+  .. "[--json] COMMAND"
+
+local have_sqlite = pcall(require, "hwtimer.sqlite")
+local have_socket, N = pcall(require, "spec.nginx")
+local redis = have_socket and N.redis_lua()
+local have_server = helpers.sh("command -v redis-server >/dev/null 2>&1")
+
+local TMP = helpers.tempdir("hwtimer-jobs-cli")
+
+-- Run `prefix COMMAND args...` (prefix: environment settings, or ""; args:
+-- a list, each word quoted for the shell); returns stdout, stderr, status.
+local function run_with(prefix, command, args)
+  local words = {}
+  for i, a in ipairs(args) do words[i] = sq(a) end
+  local out, err = TMP .. "/out", TMP .. "/err"
+  local p = assert(io.popen(string.format("%s %s %s >%s 2>%s; echo $?", prefix, command, table.concat(words, " "),
+    out, err)))
+  local status = tonumber(p:read("*a"))
+  p:close()
+  return helpers.read_file(out), helpers.read_file(err), status
+end
+
+local function jobs(args) return run_with("", COMMAND, args) end
+
+-- A list of the words of lists and strings, in turn.
+local function words(...)
+  local t = {}
+  for _, a in ipairs({ ... }) do
+    if type(a) == "table" then
+      for _, w in ipairs(a) do t[#t + 1] = w end
+    else
+      t[#t + 1] = a
+    end
+  end
+  return t
+end
+
+---------------------------------------------------------------------------
+-- JSON, read strictly (no raw control bytes in strings, one document)
+---------------------------------------------------------------------------
+
+local NULL = setmetatable({}, { __tostring = function() return "null" end })
+
+local function utf8_char(cp)
+  if cp < 0x80 then return string.char(cp) end
+  if cp < 0x800 then return string.char(0xC0 + math.floor(cp / 64), 0x80 + cp % 64) end
+  return string.char(0xE0 + math.floor(cp / 4096), 0x80 + math.floor(cp / 64) % 64, 0x80 + cp % 64)
+end
+
+local SIMPLE = { b = "\b", f = "\f", n = "\n", r = "\r", t = "\t", ['"'] = '"', ["\\"] = "\\", ["/"] = "/" }
+
+local function decode(s)
+  local pos = 1
+  local function fail(what) error(string.format("bad JSON at byte %d (%s): %s", pos, what, s), 0) end
+  local function ws() pos = s:find("[^ \t\r\n]", pos) or #s + 1 end
+  local value
+  local function str()
+    pos = pos + 1
+    local out = {}
+    while true do
+      local c = s:sub(pos, pos)
+      if c == "" then fail("string not closed") end
+      if c == '"' then
+        pos = pos + 1
+        return table.concat(out)
+      end
+      if c:byte() < 32 then fail("raw control byte") end
+      if c == "\\" then
+        local e = s:sub(pos + 1, pos + 1)
+        if SIMPLE[e] then
+          out[#out + 1], pos = SIMPLE[e], pos + 2
+        elseif e == "u" and s:sub(pos + 2, pos + 5):match("^%x%x%x%x$") then
+          out[#out + 1], pos = utf8_char(tonumber(s:sub(pos + 2, pos + 5), 16)), pos + 6
+        else
+          fail("bad escape")
+        end
+      else
+        out[#out + 1], pos = c, pos + 1
+      end
+    end
+  end
+  local function list(close, item)
+    pos = pos + 1
+    ws()
+    if s:sub(pos, pos) == close then
+      pos = pos + 1
+      return
+    end
+    while true do
+      item()
+      ws()
+      local c = s:sub(pos, pos)
+      pos = pos + 1
+      if c == close then return end
+      if c ~= "," then fail("',' or '" .. close .. "' expected") end
+      ws()
+    end
+  end
+  function value()
+    ws()
+    local c = s:sub(pos, pos)
+    if c == "{" then
+      local t = {}
+      list("}", function()
+        if s:sub(pos, pos) ~= '"' then fail("key expected") end
+        local k = str()
+        ws()
+        if s:sub(pos, pos) ~= ":" then fail("':' expected") end
+        pos = pos + 1
+        t[k] = value()
+      end)
+      return t
+    elseif c == "[" then
+      local t = {}
+      list("]", function() t[#t + 1] = value() end)
+      return t
+    elseif c == '"' then
+      return str()
+    end
+    for word, v in pairs({ ["true"] = true, ["false"] = false, null = NULL }) do
+      if s:sub(pos, pos + #word - 1) == word then
+        pos = pos + #word
+        return v
+      end
+    end
+    local num = s:match("^-?%d+%.?%d*[eE]?[-+]?%d*", pos)
+    if not num or num == "" then fail("value expected") end
+    pos = pos + #num
+    return tonumber(num)
+  end
+  local v = value()
+  ws()
+  if pos <= #s then fail("more after the document") end
+  return v
+end
+
+-- The JSON document of a command's stdout (one line), checked by Python's
+-- strict reader too.
+local function json_of(out)
+  assert.matches("^[^\n]*\n$", out)
+  local f = assert(io.open(TMP .. "/doc.json", "wb"))
+  f:write(out)
+  f:close()
+  assert.is_true(helpers.sh("python3 -c 'import json,sys; json.load(sys.stdin)' <" .. TMP .. "/doc.json"),
+    "python3 refuses: " .. out)
+  return decode(out)
+end
+
+---------------------------------------------------------------------------
+-- Times as the command shows them
+---------------------------------------------------------------------------
+
+local function iso(t)
+  local s = math.floor(t)
+  return os.date("!%Y-%m-%dT%H:%M:%S", s) .. string.format(".%03dZ", math.floor((t - s) * 1000))
+end
+
+local ISO = "%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%d%.%d%d%dZ"
+
+-- lines of `s` as a list
+local function lines(s)
+  local t = {}
+  for line in s:gmatch("([^\n]*)\n") do t[#t + 1] = line end
+  return t
+end
+
+local function usage_error(msg)
+  return "hwtimer-jobs: " .. msg .. "\n" .. USAGE_LINE .. "\n(hwtimer-jobs --help lists the commands)\n"
+end
+
+---------------------------------------------------------------------------
+-- Bad usage: exit status 2, before any store is touched
+---------------------------------------------------------------------------
+
+describe("hwtimer-jobs", function()
+  teardown(function() os.execute("rm -rf " .. sq(TMP)) end)
+
+  describe("usage", function()
+    local never = TMP .. "/never.db" -- no command below makes it
+
+    it("--help prints the usage on stdout, exit 0, whatever else is given", function()
+      for _, args in ipairs({ { "--help" }, { "-h" }, { "--path", never, "ls", "--help" }, { "--bogus", "-h" } }) do
+        local out, err, status = jobs(args)
+        assert.same({ "", 0 }, { err, status })
+        assert.equal(USAGE_LINE, lines(out)[1])
+        for _, word in ipairs({ "counts", "ls [--state S]", "show ID", "retry ID", "run ID", "cancel ID",
+                                "schedules", "--json", "Exit status: 0" }) do
+          assert.truthy(out:find(word, 1, true), word)
+        end
+      end
+    end)
+
+    it("refuses bad usage with exit status 2, the message and the usage line on stderr, nothing on stdout", function()
+      local P = { "--path", never }
+      local cases = {
+        { {}, "no command" },
+        { P, "no command" },
+        { words(P, "list"), "unknown command 'list'" },
+        { words(P, "ls", "--limt", "5"), "unknown option --limt" },
+        { words(P, "-x", "ls"), "unknown option -x" },
+        { words(P, "show"), "show needs a job ID" },
+        { words(P, "retry"), "retry needs a job ID" },
+        { words(P, "run"), "run needs a job ID" },
+        { words(P, "cancel"), "cancel needs a job ID" },
+        { words(P, "show", ""), "show: the job ID is empty" },
+        { words(P, "show", "a", "b"), "unexpected argument 'b'" },
+        { words(P, "counts", "x"), "unexpected argument 'x'" },
+        { words(P, "ls", "--limit", "0"), "bad --limit '0': an integer from 1 to 1000 expected" },
+        { words(P, "ls", "--limit", "1001"), "bad --limit '1001': an integer from 1 to 1000 expected" },
+        { words(P, "ls", "--limit", "ten"), "bad --limit 'ten': an integer from 1 to 1000 expected" },
+        { words(P, "ls", "--limit=2.5"), "bad --limit '2.5': an integer from 1 to 1000 expected" },
+        { words(P, "ls", "--limit"), "option --limit needs a value" },
+        { words(P, "ls", "--state", "done"), "bad --state 'done': pending, leased or dead expected" },
+        { words(P, "ls", "--kind", ""), "bad --kind '': a non-empty kind expected" },
+        { words(P, "ls", "--after", "nope"), "bad --after 'nope': a cursor that ls printed expected" },
+        { words(P, "ls", "--after", "inf/a"), "bad --after 'inf/a': a cursor that ls printed expected" },
+        { words(P, "counts", "--state", "dead"), "option --state is for ls only" },
+        { words(P, "show", "x", "--limit", "3"), "option --limit is for ls only" },
+        { { "counts" }, "--path FILE or --redis HOST:PORT[/DB] expected" },
+        { words(P, "--redis", "127.0.0.1:6379", "counts"), "--path and --redis exclude each other" },
+        { words(P, "--prefix", "app", "counts"), "--prefix is for --redis only" },
+        { words(P, "--path", never, "counts"), "option --path given twice" },
+        { words(P, "--json=yes", "counts"), "option --json takes no value" },
+        { { "--redis", "localhost", "counts" }, "bad --redis 'localhost': HOST:PORT or HOST:PORT/DB expected" },
+        { { "--redis", "h:0", "counts" }, "bad --redis 'h:0': HOST:PORT or HOST:PORT/DB expected" },
+        { { "--redis", "h:65536", "counts" }, "bad --redis 'h:65536': HOST:PORT or HOST:PORT/DB expected" },
+        { { "--redis", "h:6379/x", "counts" }, "bad --redis 'h:6379/x': HOST:PORT or HOST:PORT/DB expected" },
+        { { "--redis", "h:6379", "--queue", "", "counts" }, "bad --queue '': a non-empty queue name expected" },
+        { words(P, "unknown\ncommand"), "unknown command 'unknown\\ncommand'" },
+      }
+      for _, c in ipairs(cases) do
+        local out, err, status = jobs(c[1])
+        assert.same({ "", usage_error(c[2]), 2 }, { out, err, status }, table.concat(c[1], " "))
+      end
+      assert.is_nil(io.open(never), "a usage error made the store")
+    end)
+  end)
+
+  ---------------------------------------------------------------------------
+  -- Every command against a store (SQLite, Redis: `env` says which)
+  ---------------------------------------------------------------------------
+
+  local function contract(env)
+    local timer, queues
+
+    before_each(function()
+      timer = hwtimer.new()
+      queues = {}
+      env.fresh()
+    end)
+
+    after_each(function()
+      for _, q in ipairs(queues) do q:close() end
+      timer:close()
+    end)
+
+    local function open(opts)
+      opts = opts or {}
+      opts.on_error = function() end
+      for k, v in pairs(env.options()) do opts[k] = opts[k] or v end
+      local q = assert(durable.open(timer, opts))
+      queues[#queues + 1] = q
+      return q
+    end
+
+    local function wait(done, secs) return helpers.wait_until(timer, done, secs or 5) end
+    local function now() return durable.engine(queues[1]):now() end
+
+    -- hwtimer-jobs with the store's options first
+    local function cli(...) return jobs(words(env.args(), ...)) end
+
+    -- The jobs most specs start from: m1 and m3 dead (mail, "smtp down", due 2 s ago),
+    -- m2 pending in an hour, o1 due 5 s ago (no process handles "other"),
+    -- nightly a schedule of an hour. Returns the queue (attempts = 1).
+    local function populate()
+      local q = open({ attempts = 1 })
+      q:handle("mail", function() error("smtp down", 0) end)
+      assert(q:schedule("mail", -2, "to:ann", { id = "m1" }))
+      assert(q:schedule("mail", -2, "to:cy", { id = "m3" }))
+      assert(q:schedule("mail", 3600, "to:bob", { id = "m2" }))
+      assert(q:schedule("other", -5, "x", { id = "o1" }))
+      assert(q:every("report", 3600, nil, { id = "nightly" }))
+      assert.truthy(wait(function() return q:get("m1").dead and q:get("m3").dead end))
+      q:handle("mail", nil)
+      return q
+    end
+
+    it("counts: by state and kind, as a table and as JSON", function()
+      open()
+      local out, err, status = cli("counts")
+      assert.same({ "KIND   PENDING  DUE  LEASED  DEAD\n(all)        0    0       0     0\n", "", 0 },
+        { out, err, status })
+      out = cli("--json", "counts")
+      assert.equal('{"dead":0,"due":0,"kinds":{},"leased":0,"pending":0}\n', out)
+      populate()
+      out, err, status = cli("counts")
+      assert.same({ table.concat({
+        "KIND    PENDING  DUE  LEASED  DEAD",
+        "mail          1    0       0     2",
+        "other         1    1       0     0",
+        "report        1    0       0     0",
+        "(all)         3    1       0     2",
+      }, "\n") .. "\n", "", 0 }, { out, err, status })
+      out, err, status = cli("counts", "--json") -- (options go anywhere)
+      assert.same({ "", 0 }, { err, status })
+      assert.same({ pending = 3, due = 1, leased = 0, dead = 2, kinds = {
+        mail = { pending = 1, due = 0, leased = 0, dead = 2 },
+        other = { pending = 1, due = 1, leased = 0, dead = 0 },
+        report = { pending = 1, due = 0, leased = 0, dead = 0 },
+      } }, json_of(out))
+    end)
+
+    it("ls: a page of jobs in due order with when each is due, the next page's cursor last", function()
+      local q = populate()
+      local out, err, status = cli("ls")
+      assert.same({ "", 0 }, { err, status })
+      local l = lines(out)
+      assert.equal(4, #l)
+      assert.matches("^ID%s+KIND%s+DUE %(UTC%)%s+WHEN%s+ATTEMPT$", l[1])
+      assert.matches("^o1%s+other%s+" .. ISO .. "%s+%d+s ago%s+0$", l[2])
+      assert.matches("^m2%s+mail%s+" .. ISO .. "%s+in [%dhms]+%s+0$", l[3])
+      assert.matches("^nightly%s+report%s+" .. ISO .. "%s+in [%dhms]+%s+0$", l[4])
+      assert.truthy(l[3]:find(iso(q:get("m2").due), 1, true), l[3])
+      -- a page at a time, as text: the cursor's line is last
+      local seen, args = {}, { "ls", "--limit", "2" }
+      for _ = 1, 3 do
+        out, err, status = cli(args)
+        assert.same({ "", 0 }, { err, status })
+        for _, line in ipairs(lines(out)) do
+          local id = line:match("^(%S+)%s") -- rows, not the header or the cursor's line
+          if id and id ~= "ID" and id ~= "next" then seen[#seen + 1] = id end
+        end
+        local cursor = out:match("\nnext page: %-%-after (%S+)\n$")
+        if not cursor then break end
+        args = { "ls", "--limit", "2", "--after", cursor }
+      end
+      assert.same({ "o1", "m2", "nightly" }, seen)
+      -- and as JSON: each job whole, its due time the same number
+      seen, args = {}, { "--json", "ls", "--limit", "1" }
+      for _ = 1, 4 do
+        out, err, status = cli(args)
+        assert.same({ "", 0 }, { err, status })
+        local doc = json_of(out)
+        for _, j in ipairs(doc.jobs) do
+          local job = q:get(j.id)
+          seen[#seen + 1] = j.id
+          local want = { id = job.id, kind = job.kind, state = "pending", due = job.due, due_utc = iso(job.due),
+                         attempt = 0, every = job.every or NULL, payload = job.payload or NULL, error = NULL }
+          if job.every then -- a schedule's fields too
+            for _, k in ipairs({ "cron", "tz", "start", "stop", "limit", "window" }) do want[k] = NULL end
+            want.missed, want.runs, want.scheduled_for, want.scheduled_for_utc = "once", 0, job.due, iso(job.due)
+          end
+          assert.same(want, j)
+        end
+        if doc.next == NULL then break end
+        args = { "--json", "ls", "--limit", "1", "--after", doc.next }
+      end
+      assert.same({ "o1", "m2", "nightly" }, seen)
+    end)
+
+    it("ls: the dead with their errors, a kind, the leased; says when there are none", function()
+      local q = populate()
+      local out, err, status = cli("ls", "--state", "dead")
+      assert.same({ "", 0 }, { err, status })
+      local l = lines(out)
+      assert.equal(3, #l)
+      assert.matches("^ID%s+KIND%s+DUE %(UTC%)%s+WHEN%s+ATTEMPT%s+ERROR$", l[1])
+      local first = q:get("m1").due < q:get("m3").due and "m1" or "m3"
+      assert.matches("^" .. first .. "%s+mail%s+" .. ISO .. "%s+%d+s ago%s+1  smtp down$", l[2])
+      out = cli("--json", "ls", "--state=dead", "--kind", "mail")
+      local doc = json_of(out)
+      assert.equal(NULL, doc.next)
+      assert.equal(2, #doc.jobs)
+      assert.same({ "dead", "smtp down", 1 }, { doc.jobs[1].state, doc.jobs[1].error, doc.jobs[1].attempt })
+      assert.same({ "no dead jobs of kind other\n", "", 0 }, { cli("ls", "--state", "dead", "--kind", "other") })
+      assert.same({ "no pending jobs of kind nope\n", "", 0 }, { cli("ls", "--kind", "nope") })
+      assert.same({ "no leased jobs\n", "", 0 }, { cli("ls", "--state", "leased") })
+      assert.same({ '{"jobs":[],"next":null}\n', "", 0 }, { cli("--json", "ls", "--state", "leased") })
+    end)
+
+    it("show: every field, the payload quoted and escaped; as JSON the same", function()
+      local q = populate()
+      local out, err, status = cli("show", "m1")
+      assert.same({ "", 0 }, { err, status })
+      local l = lines(out)
+      local due = q:get("m1").due
+      assert.matches("^due      " .. ISO .. " %(%d+s ago%)$", l[4])
+      assert.equal("due      " .. iso(due), l[4]:sub(1, 33))
+      l[4] = "due"
+      assert.same({ "id       m1", "kind     mail", "state    dead", "due", "attempt  1", "every    (none)",
+                    'payload  "to:ann"', 'error    "smtp down"' }, l)
+      l = lines(cli("show", "nightly"))
+      assert.same({ "every    1h (3600 s)", "payload  (none)", "error    (none)" }, { l[6], l[7], l[8] })
+      assert.equal("state    pending", l[3])
+      assert.same({ "time     " .. l[4]:sub(10), "runs     0", "missed   once" }, { l[9], l[10], l[11] })
+      assert.equal(11, #l)
+      out, err, status = cli("--json", "show", "m1")
+      assert.same({ "", 0 }, { err, status })
+      assert.same({ id = "m1", kind = "mail", state = "dead", due = due, due_utc = iso(due), attempt = 1,
+                    every = NULL, payload = "to:ann", error = "smtp down" }, json_of(out))
+      assert.equal(3600, json_of(cli("--json", "show", "nightly")).every)
+      assert.same({ "", "hwtimer-jobs: no job nope\n", 1 }, { cli("show", "nope") })
+      assert.same({ "", "hwtimer-jobs: no job nope\n", 1 }, { cli("--json", "show", "nope") })
+    end)
+
+    it("retry, run, cancel: done (0) or refused (1), with the reason", function()
+      local q = populate()
+      local before = now()
+      assert.same({ "", "hwtimer-jobs: job m1 is dead: q:retry(id) runs it again\n", 1 }, { cli("run", "m1") })
+      assert.same({ "m1: retried: pending, due now, attempts from zero\n", "", 0 }, { cli("retry", "m1") })
+      local job = q:get("m1")
+      assert.same({ 0, "to:ann" }, { job.attempt, job.payload })
+      assert.is_nil(job.dead)
+      assert.is_nil(job.error)
+      assert.is_true(job.due >= before - 0.05 and job.due <= now() + 0.05)
+      assert.same({ '{"command":"retry","id":"m3","ok":true}\n', "", 0 }, { cli("--json", "retry", "m3") })
+      assert.is_nil(q:get("m3").dead)
+      assert.same({ "", "hwtimer-jobs: job m2 is not dead (it is pending)\n", 1 }, { cli("retry", "m2") })
+      assert.same({ "", "hwtimer-jobs: no job nope\n", 1 }, { cli("--json", "retry", "nope") })
+      assert.same({ "m2: due now\n", "", 0 }, { cli("run", "m2") })
+      assert.is_true(q:get("m2").due <= now() + 0.05)
+      assert.same({ '{"command":"run","id":"nightly","ok":true}\n', "", 0 }, { cli("--json", "run", "nightly") })
+      assert.is_true(q:get("nightly").due <= now() + 0.05)
+      assert.same({ "", "hwtimer-jobs: no job nope\n", 1 }, { cli("run", "nope") })
+      assert.same({ "o1: cancelled\n", "", 0 }, { cli("cancel", "o1") })
+      assert.is_nil(q:get("o1"))
+      assert.same({ "", "hwtimer-jobs: no job o1\n", 1 }, { cli("cancel", "o1") })
+      assert.same({ '{"command":"cancel","id":"m2","ok":true}\n', "", 0 }, { cli("--json", "cancel", "m2") })
+      assert.same({ "", "hwtimer-jobs: no job m2\n", 1 }, { cli("--json", "cancel", "m2") })
+      assert.is_nil(q:get("m2"))
+    end)
+
+    it("refuses what a process holds: cancel, run and retry of a job while it runs elsewhere", function()
+      local q = open()
+      local got
+      q:handle("slow", function(job)
+        got = got or {
+          cancel = { cli("cancel", job.id) }, run = { cli("run", job.id) }, retry = { cli("retry", job.id) },
+          show = lines(cli("show", job.id)), ls = json_of(cli("--json", "ls", "--state", "leased")),
+          counts = json_of(cli("--json", "counts")),
+        }
+      end)
+      assert(q:schedule("slow", 0, nil, { id = "s1" }))
+      assert.truthy(wait(function() return got end, 10))
+      assert.same({ "", 1 }, { got.cancel[1], got.cancel[3] })
+      assert.matches("^hwtimer%-jobs: job s1 is in flight in another process %(leased for %d+%.%d+ s more%)\n$",
+        got.cancel[2])
+      assert.same({ "", 1 }, { got.run[1], got.run[3] })
+      assert.matches("^hwtimer%-jobs: job s1 is in flight %(leased for %d+%.%d+ s more%)\n$", got.run[2])
+      assert.same({ "", "hwtimer-jobs: job s1 is not dead (it is leased)\n", 1 }, got.retry)
+      assert.equal("state    leased", got.show[3])
+      assert.same({ "s1" }, { got.ls.jobs[1].id })
+      assert.equal("leased", got.ls.jobs[1].state)
+      assert.same({ 0, 1 }, { got.counts.pending, got.counts.leased })
+      assert.truthy(wait(function() return q:pending() == 0 end))
+    end)
+
+    it("schedules: intervals and cron expressions in next-due order, as a table and as JSON", function()
+      local q = open()
+      assert.same({ "no schedules\n", "", 0 }, { cli("schedules") })
+      assert.same({ '{"schedules":[]}\n', "", 0 }, { cli("--json", "schedules") })
+      assert(q:every("report", 3600, nil, { id = "hourly" }))
+      assert(q:every("sweep", 90, "tmp/", { id = "sweeper", limit = 10 }))
+      assert(q:every("backup", "30 2 * * *", nil, { id = "nightly", tz = "Europe/Berlin", missed = "all",
+                                                      window = 86400, start = 4102444800 })) -- 2100-01-01
+      assert(q:schedule("mail", 10, nil, { id = "once" }))
+      local out, err, status = cli("schedules")
+      assert.same({ "", 0 }, { err, status })
+      local l = lines(out)
+      assert.equal(4, #l)
+      assert.matches("^ID%s+KIND%s+SCHEDULE%s+NEXT DUE %(UTC%)%s+WHEN%s+RUNS%s+ATTEMPT%s+STATE$", l[1])
+      assert.matches("^sweeper%s+sweep%s+1m30s%s+" .. ISO .. "%s+in 1m%d*s?%s+0/10%s+0  pending$", l[2])
+      assert.matches("^hourly%s+report%s+1h%s+" .. ISO .. "%s+in [%dhms]+%s+0%s+0  pending$", l[3])
+      assert.matches("^nightly%s+backup%s+30 2 %* %* %* Europe/Berlin%s+2100%-01%-01T01:30:00%.000Z%s+in %d+d%d*h?%s+0%s+0  pending$",
+        l[4])
+      local doc = json_of(cli("--json", "schedules"))
+      assert.equal(3, #doc.schedules)
+      local due = q:get("sweeper").due
+      assert.same({ id = "sweeper", kind = "sweep", state = "pending", due = due, due_utc = iso(due), attempt = 0,
+                    every = 90, payload = "tmp/", error = NULL, cron = NULL, tz = NULL, start = NULL, stop = NULL,
+                    limit = 10, missed = "once", window = NULL, runs = 0, scheduled_for = due,
+                    scheduled_for_utc = iso(due) }, doc.schedules[1])
+      assert.same({ "hourly", 3600 }, { doc.schedules[2].id, doc.schedules[2].every })
+      assert.same({ id = "nightly", kind = "backup", state = "pending", due = 4102450200,
+                    due_utc = "2100-01-01T01:30:00.000Z", attempt = 0, every = NULL, payload = NULL, error = NULL,
+                    cron = "30 2 * * *", tz = "Europe/Berlin", start = 4102444800, stop = NULL, limit = NULL,
+                    missed = "all", window = 86400, runs = 0, scheduled_for = 4102450200,
+                    scheduled_for_utc = "2100-01-01T01:30:00.000Z" }, doc.schedules[3])
+      l = lines(cli("show", "nightly"))
+      assert.same({ "every    (none)", 'cron     "30 2 * * *" in Europe/Berlin' }, { l[6], l[9] })
+      assert.matches("^time     2100%-01%-01T01:30:00%.000Z %(in %d+d%d*h?%)$", l[10])
+      assert.matches("^start    2100%-01%-01T00:00:00%.000Z %(in %d+d%d*h?%)$", l[12])
+      assert.same({ "runs     0", "missed   all within 1d" }, { l[11], l[13] })
+      assert.equal(13, #l)
+    end)
+
+    it("never runs a job: what is due stays pending, never leased, its attempts at zero", function()
+      local q = open()
+      assert(q:at("k", now() - 1, "p", { id = "k1" })) -- due, of a kind no process here handles
+      assert(q:schedule("k", 3600, nil, { id = "k2" }))
+      assert(q:every("k", 0.2, nil, { id = "k3" }))
+      local runs = {
+        { "counts" }, { "ls" }, { "--json", "ls" }, { "show", "k1" }, { "schedules" }, { "run", "k2" },
+        { "--json", "counts" },
+      }
+      local k3_due = q:get("k3").due
+      for _ = 1, 2 do -- before k3's due time, and after it
+        for _, args in ipairs(runs) do
+          local _, err, status = cli(args)
+          assert.same({ "", 0 }, { err, status }, table.concat(args, " "))
+        end
+        wait(function() return now() > k3_due + 0.1 end)
+      end
+      local c = json_of(cli("--json", "counts"))
+      assert.same({ 3, 3, 0 }, { c.pending, c.due, c.leased })
+      for _, id in ipairs({ "k1", "k2", "k3" }) do
+        local job = q:get(id)
+        assert.same({ 0, true }, { job.attempt, job.leased == nil }, id)
+      end
+    end)
+
+    it("escapes what is not printable: backslashes in text; JSON's escapes, U+FFFD and base64", function()
+      local q = open()
+      local id = 'q"b\\s\1\127\195\169' -- quote, backslash, control, DEL, é
+      local payload = "a\0b\31c\255d\237\160\128e\240\159\152\128" -- NUL, US, 0xFF, a surrogate, then an emoji
+      assert(q:schedule("k", 60, payload, { id = id }))
+      local l = lines(cli("show", id))
+      assert.equal('id       q\\"b\\\\s\\x01\\x7F\195\169', l[1])
+      assert.equal('payload  "a\\x00b\\x1Fc\\xFFd\\xED\\xA0\\x80e\240\159\152\128"', l[7])
+      local out, err, status = cli("--json", "show", id)
+      assert.same({ "", 0 }, { err, status })
+      assert.truthy(out:find('"id":"q\\"b\\\\s\\u0001\\u007f\195\169"', 1, true), out)
+      assert.truthy(out:find('"payload":"a\\u0000b\\u001fc\239\191\189d\239\191\189\239\191\189\239\191\189e'
+        .. '\240\159\152\128"', 1, true), out)
+      local doc = json_of(out)
+      assert.equal(id, doc.id)
+      assert.equal("YQBiH2P/ZO2ggGXwn5iA", doc.payload_base64)
+      -- an id that starts with "-" comes after "--"
+      assert(q:schedule("k", 60, "ok", { id = "-x" }))
+      assert.same({ "", usage_error("unknown option -x"), 2 }, { cli("show", "-x") })
+      assert.equal("id       -x", lines(cli("show", "--", "-x"))[1])
+      assert.is_nil(json_of(cli("--json", "show", "--", "-x")).payload_base64) -- UTF-8: no base64
+    end)
+
+    it("--queue: another queue of the same store", function()
+      local other = open({ queue = "mail" })
+      assert(other:schedule("k", 60, nil, { id = "in-mail" }))
+      open()
+      assert.same({ 0, 1 }, { json_of(cli("--json", "counts")).pending,
+                              json_of(cli("--json", "--queue", "mail", "counts")).pending })
+      assert.equal("in-mail", json_of(cli("--json", "--queue", "mail", "ls")).jobs[1].id)
+      assert.same({ "", "hwtimer-jobs: no job in-mail\n", 1 }, { cli("show", "in-mail") })
+    end)
+  end
+
+  describe("with an SQLite store", function()
+    if not have_sqlite then
+      it("needs hwtimer.sqlite", function() pending("hwtimer.sqlite not built: install libsqlite3-dev") end)
+      return
+    end
+    local path
+    contract({
+      fresh = function()
+        os.execute("rm -f " .. sq(TMP) .. "/store.db*")
+        path = TMP .. "/store.db"
+      end,
+      options = function() return { path = path } end,
+      args = function() return { "--path", path } end,
+    })
+
+    it("refuses a file that is missing (making none) or not a store, exit 1", function()
+      local missing = TMP .. "/missing.db"
+      assert.same({ "", "hwtimer-jobs: " .. missing .. ": No such file or directory (hwtimer-jobs opens a store, "
+        .. "never makes one)\n", 1 }, { jobs({ "--path", missing, "counts" }) })
+      assert.is_nil(io.open(missing))
+      local f = assert(io.open(TMP .. "/text.db", "wb"))
+      f:write(string.rep("not a database\n", 100))
+      f:close()
+      local out, err, status = jobs({ "--path", TMP .. "/text.db", "ls" })
+      assert.same({ "", 1 }, { out, status })
+      assert.equal("hwtimer-jobs: " .. TMP .. "/text.db: file is not a database\n", err)
+    end)
+
+    it("says which rock is missing where hwtimer.sqlite is not installed, exit 1", function()
+      -- (the script run by this Lua, on a C path that holds hwtimer.core alone)
+      local core = package.searchpath and package.searchpath("hwtimer.core", package.cpath)
+      if not core then
+        for dir in package.cpath:gmatch("[^;]+") do
+          local p = dir:gsub("%?", "hwtimer/core")
+          if io.open(p) then core = p break end
+        end
+      end
+      assert.truthy(core)
+      if core:sub(1, 1) ~= "/" then core = helpers.shell("pwd"):gsub("\n", "") .. "/" .. core end
+      os.execute("mkdir -p " .. sq(TMP .. "/cpath/hwtimer") .. " && ln -sf " .. sq(core) .. " " ..
+        sq(TMP .. "/cpath/hwtimer/core.so"))
+      local store = TMP .. "/present.db"
+      assert(io.open(store, "wb")):close()
+      local out, err, status = run_with("LUA_CPATH=" .. sq(TMP .. "/cpath/?.so"), LUA .. " bin/hwtimer-jobs",
+        { "--path", store, "counts" })
+      assert.same({ "", "hwtimer-jobs: SQLite stores need the hwtimer-sqlite rock (luarocks install "
+        .. "hwtimer-sqlite; or make install where libsqlite3-dev is installed): module 'hwtimer.sqlite' not found\n",
+        1 }, { out, err, status })
+    end)
+  end)
+
+  describe("with a Redis store", function()
+    if not (have_socket and redis and have_server) then
+      it("needs redis-server, luasocket and redis-lua", function()
+        pending("redis-server, luasocket or redis-lua missing: apt-get install redis-server lua-socket lua-redis")
+      end)
+      return
+    end
+    local server, n, prefix = nil, 0, nil
+    setup(function() server = N.start_redis() end)
+    teardown(function() server.stop() end)
+
+    -- the store: in database 2, a prefix of its own for each spec
+    local function client()
+      local c = redis.connect("127.0.0.1", server.port)
+      c:select(2)
+      return c
+    end
+    contract({
+      fresh = function()
+        n = n + 1
+        prefix = "cli" .. n
+      end,
+      options = function() return { redis = client, prefix = prefix } end,
+      args = function() return { "--redis", "127.0.0.1:" .. server.port .. "/2", "--prefix", prefix } end,
+    })
+
+    it("refuses a store that is not there (making none), a server that is not, a database out of range", function()
+      local where = "127.0.0.1:" .. server.port
+      assert.same({ "", "hwtimer-jobs: no hwtimer.durable store {nostore:default} in Redis at " .. where
+        .. "/0 (see --prefix and --queue)\n", 1 }, { jobs({ "--redis", where, "--prefix", "nostore", "counts" }) })
+      assert.same({ "", "hwtimer-jobs: no hwtimer.durable store {hwtimer:q2} in Redis at " .. where
+        .. "/5 (see --prefix and --queue)\n", 1 }, { jobs({ "--redis", where .. "/5", "--queue", "q2", "counts" }) })
+      assert.equal(0, N.redis_cmd(server.port, "DBSIZE"))
+      assert.same({ "", "hwtimer-jobs: Redis at " .. where .. "/99: ERR DB index is out of range\n", 1 },
+        { jobs({ "--redis", where .. "/99", "counts" }) })
+      local port = N.free_port()
+      assert.same({ "", "hwtimer-jobs: cannot connect to Redis at 127.0.0.1:" .. port .. "/0: connection refused\n",
+        1 }, { jobs({ "--redis", "127.0.0.1:" .. port, "ls" }) })
+    end)
+  end)
+end)
