@@ -332,6 +332,38 @@ return function(env)
       end)
     end)
 
+    describe("q:schedules", function()
+      it("lists intervals and cron expressions with their next time, in next-due order; an ended one is gone", function()
+        local q = open()
+        local now = env.now()
+        assert(q:every("a", 7200, "p", { id = "two-hours", limit = 5 }))
+        assert(q:every("b", "0 0 1 1 *", nil, { id = "new-year", tz = "Europe/Berlin", missed = "skip" }))
+        assert(q:every("c", "*/1 * * * * *", nil, { id = "second", window = 30 }))
+        assert(q:every("d", 60, nil, { id = "ending", start = now - 3600, stop = now - 1800 })) -- all past
+        assert(q:schedule("e", 5, nil, { id = "plain" }))
+        local list = assert(q:schedules())
+        local ids = {}
+        for i, job in ipairs(list) do
+          ids[i] = job.id
+          assert.same(q:get(job.id), job)
+          assert.equal(job.due, job.scheduled_for)
+        end
+        assert.same({ "ending", "second", "two-hours", "new-year" }, ids)
+        local y = list[4]
+        assert.same({ "0 0 1 1 *", "Europe/Berlin", "skip", 0 }, { y.cron, y.tz, y.missed, y.runs })
+        assert.equal(assert(cron.parse("0 0 1 1 *", { tz = "Europe/Berlin" })):next(now), y.scheduled_for)
+        assert.same({ 7200, 5, "once" }, { list[3].every, list[3].limit, list[3].missed })
+        assert.same({ "*/1 * * * * *", 30 }, { list[2].cron, list[2].window })
+        -- the past one runs (once, the latest before its stop) and ends
+        local ran = recorder(q, "d")
+        assert.is_true(env.wait(function() return #ran == 1 and not q:get("ending") end))
+        assert.is_true(near(ran[1].scheduled_for, now - 1800))
+        ids = {}
+        for i, job in ipairs(assert(q:schedules())) do ids[i] = job.id end
+        assert.same({ "second", "two-hours", "new-year" }, ids)
+      end)
+    end)
+
     describe("a run that fails", function()
       it("is retried as the same calendar time, not as a missed one", function()
         local q = open({ backoff = { delay = 0.1 } })
