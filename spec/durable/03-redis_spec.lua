@@ -205,7 +205,8 @@ describe("hwtimer.durable with Redis", function()
         redis.call('ZADD', KEYS[3] .. ':' .. string.format('%.0f', start), due, 'tick')
         redis.call('SADD', KEYS[4], 't')
         redis.call('RPUSH', KEYS[5], ARGV[3])
-      ]], 5, tag .. ":meta", tag .. ":j:0", tag .. ":r:1:t", tag .. ":kinds", tag .. ":in", due_us, every_us, entry)
+      ]], 5, tag .. ":meta", tag .. ":j:0", tag .. ":r:1:t", tag .. ":kinds", tag .. ":in",
+        string.format("%.0f", due_us), string.format("%.0f", every_us), entry) -- (LuaJIT's tostring: 14 digits)
     end
 
     it("upgrades a store of format 3 to 4, its jobs and intake kept, and fences the processes of format 3", function()
