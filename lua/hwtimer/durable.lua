@@ -316,7 +316,10 @@ function Queue:every(kind, spec, payload, opts)
       or "positive number of seconds up to 1e9 or cron expression expected, got " .. type_name(spec))
   end
   local id = common("every", kind, payload, opts, EVERY_OPTIONS)
-  local sched, err = schedule.config(spec, opts, function(n, msg) argerror(n, "every", msg) end)
+  -- (raised where q:every was called, as argerror's are)
+  local sched, err = schedule.config(spec, opts, function(n, msg)
+    error(string.format("bad argument #%d to 'every' (%s)", n, msg), 4)
+  end)
   if not sched then return nil, "hwtimer.durable: " .. err end
   local first = schedule.first(sched, self._now())
   if not first then

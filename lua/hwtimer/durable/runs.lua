@@ -258,11 +258,11 @@ end
 -- late, or no run (the acknowledgement to write instead: missed times
 -- skipped, the schedule ended).
 local function schedule_run(self, row)
-  local at, late, why = schedule.begin(row, self._now())
-  if at then return at, late end
-  if late then
-    late.row, late.now = row, self._now()
-    add_ack(self, late)
+  local at, late_or_ack, why = schedule.begin(row, self._now())
+  if at then return at, late_or_ack end
+  if late_or_ack then
+    late_or_ack.row, late_or_ack.now = row, self._now()
+    add_ack(self, late_or_ack)
     return nil
   end
   local ack = { what = "bury", row = row, arg = tostring(why), now = self._now() }
