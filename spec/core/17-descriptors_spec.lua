@@ -46,7 +46,11 @@ describe("descriptors per timer", function()
     for i = 1, 20 do timers[i]:close() end
     local after = count_eventfds(pid)
     assert.equal(20, during - before)
-    assert.is_true(during_all - before_all >= 20 and during_all - before_all <= 21,
+    -- Every descriptor: one more per timer and nothing else of theirs (a
+    -- pipe would be 40). Another part of the process may open or close one
+    -- between the counts (CI, 2026-11-24: 19 once): the eventfds, counted
+    -- above, are exact.
+    assert.is_true(during_all - before_all >= 19 and during_all - before_all <= 21,
       (during_all - before_all) .. " descriptors for 20 timers")
     assert.equal(before, after)
   end)
