@@ -74,6 +74,14 @@ function helpers.promtool(text)
   return status == 0, out
 end
 
+-- The value of the sample whose line starts `line_start ` (name and labels,
+-- exactly as rendered) in Prometheus text; nil when there is none.
+function helpers.prom_sample(text, line_start)
+  for line in text:gmatch("[^\n]+") do
+    if line:sub(1, #line_start + 1) == line_start .. " " then return tonumber(line:sub(#line_start + 2)) end
+  end
+end
+
 -- Start a shell command in the background; returns its pid.
 function helpers.spawn(cmd)
   return (helpers.shell(cmd .. " & echo $!"):match("%d+"))

@@ -6,11 +6,7 @@ local hwtimer = require("hwtimer")
 local metrics = require("hwtimer.metrics")
 local helpers = require("spec.helpers")
 
-local function sample(text, line_start)
-  for line in text:gmatch("[^\n]+") do
-    if line:sub(1, #line_start + 1) == line_start .. " " then return tonumber(line:sub(#line_start + 2)) end
-  end
-end
+local sample = helpers.prom_sample
 
 describe("hwtimer.metrics", function()
   local timer

@@ -6,13 +6,7 @@
 local helpers = require("spec.helpers")
 local metrics = require("hwtimer.metrics")
 
--- The value of the sample `name{labels}` in Prometheus text, labels given
--- exactly as rendered (sorted); nil when absent.
-local function sample(text, line_start)
-  for line in text:gmatch("[^\n]+") do
-    if line:sub(1, #line_start + 1) == line_start .. " " then return tonumber(line:sub(#line_start + 2)) end
-  end
-end
+local sample = helpers.prom_sample
 
 return function(env)
   local describe, it, assert = env.describe, env.it, env.assert

@@ -34,12 +34,7 @@ http {
 }
 ]]
 
--- The value of the sample that starts `line_start ` in `text`; nil when absent.
-local function sample(text, line_start)
-  for line in text:gmatch("[^\n]+") do
-    if line:sub(1, #line_start + 1) == line_start .. " " then return tonumber(line:sub(#line_start + 2)) end
-  end
-end
+local sample = helpers.prom_sample
 
 -- The fired counts of worker 0 and 1's timers, once both are published with
 -- at least `want0` and `want1`.
