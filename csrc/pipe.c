@@ -100,9 +100,11 @@ int hwt_wake_open(int *fd, int *port)
 	if (s < 0)
 		return errno;
 	loopback(&a, 0);
-	if (bind(s, (struct sockaddr *)&a, sizeof a) < 0 || getsockname(s, (struct sockaddr *)&a, &len) < 0 ||
-	    (errno = set_flags(s)) != 0) {
+	if (bind(s, (struct sockaddr *)&a, sizeof a) < 0 || getsockname(s, (struct sockaddr *)&a, &len) < 0)
 		err = errno;
+	else
+		err = set_flags(s);
+	if (err) {
 		close(s);
 		return err;
 	}

@@ -9,6 +9,8 @@
 -- (q:counts(), one round trip to the store) and this process's runs by
 -- outcome (q:stats()). In nginx, where each worker has its own timer,
 -- hwtimer.metrics_ngx gathers every worker's figures for one scrape.
+local check = require("hwtimer.check")
+
 local M = {}
 
 M.CONTENT_TYPE = "text/plain; version=0.0.4"
@@ -123,18 +125,19 @@ local function add_store(add, name, q)
   end
 end
 
-local function check(opts)
+-- opts checked (raising at the caller of collect or render); the prefix.
+local function check_opts(opts)
   if type(opts) ~= "table" then
-    error("bad argument #1 to 'render' (table expected, got " .. type(opts) .. ")", 3)
+    check.argerror(1, "render", "table expected, got " .. check.type_name(opts), 3)
   end
   for _, key in ipairs({ "timers", "queues", "labels" }) do
     if opts[key] ~= nil and type(opts[key]) ~= "table" then
-      error(("bad argument #1 to 'render' (field '%s': table expected, got %s)"):format(key, type(opts[key])), 3)
+      check.argerror(1, "render", ("field '%s': table expected, got %s"):format(key, check.type_name(opts[key])), 3)
     end
   end
   local prefix = opts.prefix or "hwtimer_"
   if type(prefix) ~= "string" or not prefix:match("^[%a_:][%w_:]*$") then
-    error("bad argument #1 to 'render' (field 'prefix': a metric name prefix expected)", 3)
+    check.argerror(1, "render", "field 'prefix': a metric name prefix expected", 3)
   end
   return prefix
 end
@@ -144,7 +147,7 @@ end
 -- render, plus store = false: leave out the store's figures (q:counts);
 -- runs = false: leave out this process's runs (q:stats).
 function M.collect(opts)
-  local prefix = check(opts)
+  local prefix = check_opts(opts)
   local add, by_family = samples(prefix, opts.labels)
   for name, timer in pairs(opts.timers or {}) do add_timer(add, name, timer) end
   for name, q in pairs(opts.queues or {}) do

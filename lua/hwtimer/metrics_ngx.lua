@@ -19,6 +19,7 @@
 --
 -- A worker's entry expires after three intervals: a worker that is gone
 -- (killed, or reloaded away) drops out of the scrape.
+local check = require("hwtimer.check")
 local metrics = require("hwtimer.metrics")
 
 local M = {}
@@ -27,7 +28,7 @@ local KEY = "hwtimer_metrics:worker:"
 local function shared(fname, name)
   local dict = type(name) == "string" and ngx.shared[name]
   if not dict then
-    error(("bad argument #1 to '%s' (name of a lua_shared_dict expected, got %s)"):format(fname, tostring(name)), 3)
+    check.argerror(1, fname, "name of a lua_shared_dict expected, got " .. tostring(name), 3)
   end
   return dict
 end
@@ -52,7 +53,7 @@ function M.publish(dict_name, opts)
   opts = opts or {}
   local interval = opts.interval or 1
   if type(interval) ~= "number" or not (interval > 0) then
-    error("bad argument #2 to 'publish' (field 'interval': positive number of seconds expected)", 2)
+    check.argerror(2, "publish", "field 'interval': positive number of seconds expected", 2)
   end
   local key = KEY .. ngx.worker.id()
   local function publish(premature)

@@ -11,12 +11,7 @@ local sample = helpers.prom_sample
 return function(env)
   local describe, it, assert = env.describe, env.it, env.assert
 
-  local function open(opts)
-    opts = opts or {}
-    opts.sweep = opts.sweep or 60
-    opts.on_error = opts.on_error or function() end
-    return assert(env.open(opts))
-  end
+  local open = env.quiet_open -- (shared.lua)
 
   describe("figures for monitoring", function()
     it("q:stats counts this process's runs by kind and outcome", function()

@@ -9,14 +9,7 @@ local helpers = require("spec.helpers")
 return function(env)
   local describe, it, assert = env.describe, env.it, env.assert
 
-  -- A queue whose sweep never comes within a spec: a job made due is run
-  -- because a timeout or the poll brought it, not because a sweep found it.
-  local function open(opts)
-    opts = opts or {}
-    opts.sweep = opts.sweep or 60
-    opts.on_error = opts.on_error or function() end
-    return assert(env.open(opts))
-  end
+  local open = env.quiet_open -- (shared.lua)
 
   local function ids(list)
     local t = {}
