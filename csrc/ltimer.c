@@ -161,8 +161,7 @@ static int timer_timeout(lua_State *L)
 		 * loop, and its lock rounds can keep the worker from the very event
 		 * it waits for (in nginx, 10-30 ms of a blocked event loop). It waits
 		 * a tick on its descriptor instead. */
-		hwt_worker_take(&T->w, &T->local, now);
-		if (!hwt_list_empty(&T->local)) {
+		if (hwt_worker_take_announced(&T->w, &T->local, now)) {
 			T->host_wake = 0;
 			lua_pushnumber(L, 0);
 			return 1;

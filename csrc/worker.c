@@ -282,6 +282,24 @@ void hwt_worker_take(struct hwt_worker *w, struct hwt_link *into, int64_t now_ns
 	pthread_mutex_unlock(&w->mu);
 }
 
+/* A host that waits on the descriptor after timeout() said 0 must wake: it
+ * may dispatch only when the descriptor is readable (a uv poll handle), and
+ * when it took before the worker woke, the worker finds nothing to announce. */
+int hwt_worker_take_announced(struct hwt_worker *w, struct hwt_link *into, int64_t now_ns)
+{
+	int due;
+	pthread_mutex_lock(&w->mu);
+	expire_for_host(w, now_ns);
+	due = !hwt_list_empty(&w->wheel.due);
+	hwt_list_splice(into, &w->wheel.due);
+	if (due && !w->signalled) {
+		w->signalled = 1;
+		hwt_pipe_signal(w->fds);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return due;
+}
+
 void hwt_worker_rearm(struct hwt_worker *w)
 {
 	pthread_mutex_lock(&w->mu);

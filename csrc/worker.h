@@ -85,6 +85,10 @@ void hwt_worker_del_batch(struct hwt_worker *w, struct hwt_node *const *n, unsig
  * `now_ns` is the host's clock: what expired by then is taken too, when the
  * worker has not got to it yet (it is only a level-0 slot's work). */
 void hwt_worker_take(struct hwt_worker *w, struct hwt_link *into, int64_t now_ns);
+/* As hwt_worker_take, for a host that only asks how long to wait: the pipe
+ * stays readable (made so, when the host took first) while what it took
+ * waits in `into` for a dispatch. Returns whether anything was due. */
+int hwt_worker_take_announced(struct hwt_worker *w, struct hwt_link *into, int64_t now_ns);
 /* Make the pipe readable again: the host kept work it has not run yet. */
 void hwt_worker_rearm(struct hwt_worker *w);
 /* After stop: move every node still in the wheel or due to `into`. */

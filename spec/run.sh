@@ -43,12 +43,18 @@ stop_servers() {
 # one): the soft limit on descriptors goes up to the hard one.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
+# Each file's output is kept too: at the end a failed file's failures are
+# printed again, so that the tail of a long log (all CI shows) names the case.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+log_of() { echo "$logs/$(echo "$1" | tr / _).log"; }
+
 failed=()
 for f in "${files[@]}"; do
   start=$SECONDS
   HWT_SPEC_SERVERS=$(mktemp)
   export HWT_SPEC_SERVERS
-  setsid "${cmd[@]}" "$f" &
+  setsid "${cmd[@]}" "$f" > >(tee "$(log_of "$f")") 2>&1 &
   pid=$!
   while kill -0 "$pid" 2>/dev/null && [ $((SECONDS - start)) -lt "$limit" ]; do sleep 0.2; done
   if kill -0 "$pid" 2>/dev/null; then
@@ -65,6 +71,15 @@ for f in "${files[@]}"; do
   rm -f "$HWT_SPEC_SERVERS"
 done
 if [ ${#failed[@]} -gt 0 ]; then
+  sleep 0.2 # the last tee's flush
+  for f in "${failed[@]}"; do
+    f=${f% (timed out)}
+    echo
+    echo "spec/run.sh: what failed in $f:"
+    what=$(sed -n '/^\(Failure\|Error\) ->/,$p' "$(log_of "$f")" | head -60)
+    [ -n "$what" ] || what=$(tail -n 30 "$(log_of "$f")") # valgrind's or a crash's
+    echo "$what"
+  done
   echo "spec/run.sh: ${#failed[@]} of ${#files[@]} spec files failed: ${failed[*]}"
   exit 1
 fi

@@ -72,6 +72,31 @@ describe("polling the timer", function()
       assert.is_true(zeros > 0)
       assert.equal(0, empty)
     end)
+
+    -- A host that asks timeout() before it waits on the descriptor (luv's
+    -- prepare handle does, for gc_step) and dispatches only when it becomes
+    -- readable. Asking right at a deadline, the host takes what is due before
+    -- the worker has woken for it (the worker then finds nothing to
+    -- announce): the descriptor must still be readable, or the host waits
+    -- with callbacks due and nothing that will wake it.
+    it("leaves the descriptor readable when it is 0", function()
+      local testutil = require("hwtimer_testutil")
+      local fd = timer:getfd()
+      local ran = 0
+      for i = 1, 100 do timer:schedule(0.002 * i, function() ran = ran + 1 end) end
+      local zeros, silent, stop = 0, 0, hwtimer.now() + 5
+      while ran < 100 and hwtimer.now() < stop do
+        local gap = timer:timeout()
+        if gap == 0 then
+          zeros = zeros + 1
+          if not testutil.readable(fd, 0) then silent = silent + 1 end
+        end
+        if testutil.readable(fd, 0) then timer:dispatch() end
+      end
+      assert.equal(100, ran)
+      assert.is_true(zeros > 0)
+      assert.equal(0, silent)
+    end)
   end)
 
   describe("run()", function()
