@@ -4,8 +4,14 @@
 -- fails if any mutant survives. A mutant whose text is not found exactly
 -- once in its file fails too: the list must follow the code.
 --   lua5.4 spec/mutants/run.lua [TEXT...]   (only the mutants whose name has a TEXT)
+-- The mutants run in HWT_MUTANT_JOBS shards at once (default 2), each in a
+-- copy of its own: most of a mutant's time is spent waiting (on servers, on
+-- timeouts), and load can only make a spec fail, never let a mutant survive.
 local list = dofile("spec/mutants/list.lua")
 local LIMIT = tonumber(os.getenv("HWT_MUTANT_LIMIT")) or 240 -- seconds a spec file may take
+local JOBS = tonumber(os.getenv("HWT_MUTANT_JOBS")) or 2
+local shard, shards = (os.getenv("HWT_MUTANT_SHARD") or ""):match("^(%d+)/(%d+)$")
+shard, shards = tonumber(shard), tonumber(shards)
 
 local function sh(cmd)
   local ok, _, code = os.execute(cmd)
@@ -38,11 +44,13 @@ local function scratch()
   return dir
 end
 
--- Run `specs` on Lua `v` in the copy; returns passed?, the failing file(s), log.
-local function run_specs(dir, v, specs)
+-- Run `specs` on Lua `v` in the copy, each file for at most `limit` seconds
+-- (a mutant's own, for one that makes a spec hang); returns passed?, the
+-- failing file(s), log.
+local function run_specs(dir, v, specs, limit)
   local log = dir .. "/mutant.log"
   local cmd = string.format("cd %s && HWT_SPEC_LIMIT=%d make -s test-spec LUA_VERSION=%s "
-    .. "BUSTED_FLAGS=--no-keep-going SPECS=%s >%s 2>&1", q(dir), LIMIT, v, q(table.concat(specs, " ")), log)
+    .. "BUSTED_FLAGS=--no-keep-going SPECS=%s >%s 2>&1", q(dir), limit or LIMIT, v, q(table.concat(specs, " ")), log)
   local passed = sh(cmd)
   local out = read(log)
   local failed = out:match("spec files failed: ([^\n]*)") or (passed and "" or "the build")
@@ -58,7 +66,6 @@ local function count_once(s, text)
   end
 end
 
-local dir = scratch()
 local t0 = os.time()
 local chosen = {}
 for _, m in ipairs(list) do
@@ -67,6 +74,44 @@ for _, m in ipairs(list) do
   if wanted then chosen[#chosen + 1] = m end
 end
 assert(#chosen > 0, "no mutant's name has " .. table.concat(arg, " or "))
+
+-- The parent: one child per shard, all at once; their reports in turn, then
+-- the sum. (A child's pipe holds its few lines until it is read.)
+if not shard and JOBS > 1 and #chosen > 1 then
+  local args = {}
+  for i = 1, #arg do args[i] = q(arg[i]) end
+  local children = {}
+  for k = 1, JOBS do
+    children[k] = assert(io.popen(string.format("HWT_MUTANT_SHARD=%d/%d %s spec/mutants/run.lua %s 2>&1",
+      k, JOBS, q(arg[-1] or "lua5.4"), table.concat(args, " "))))
+  end
+  local caught, failed, ok = 0, 0, true
+  for k, child in ipairs(children) do
+    for line in child:lines() do
+      local c, f = line:match("^(%d+) passed, (%d+) failed$")
+      if c then
+        caught, failed = caught + tonumber(c), failed + tonumber(f)
+      else
+        print(line)
+      end
+      io.stdout:flush()
+    end
+    local done, _, code = child:close()
+    if not done or (code and code ~= 0) then
+      ok = false
+      print("check-mutants: shard " .. k .. " failed")
+    end
+  end
+  print(string.format("check-mutants: %d shards, %d mutants in %d s", JOBS, #chosen, os.time() - t0))
+  print(string.format("%d passed, %d failed", caught, failed))
+  os.exit(ok and failed == 0 and 0 or 1)
+end
+if shard then -- a child: every shards-th mutant, from its own
+  local mine = {}
+  for i = shard, #chosen, shards do mine[#mine + 1] = chosen[i] end
+  chosen = mine
+end
+local dir = scratch()
 
 -- The specs must pass on the unmutated copy, or nothing can be judged.
 local baseline = {}
@@ -99,7 +144,7 @@ for i, m in ipairs(chosen) do
     local a = original:find(m.from, 1, true)
     write(path, original:sub(1, a - 1) .. m.to .. original:sub(a + #m.from))
     local started = os.time()
-    local ok, failed = run_specs(dir, m.lua, m.specs)
+    local ok, failed = run_specs(dir, m.lua, m.specs, m.limit)
     write(path, original)
     if ok then
       survived[#survived + 1] = m.name
