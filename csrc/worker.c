@@ -287,17 +287,17 @@ void hwt_worker_take(struct hwt_worker *w, struct hwt_link *into, int64_t now_ns
  * when it took before the worker woke, the worker finds nothing to announce. */
 int hwt_worker_take_announced(struct hwt_worker *w, struct hwt_link *into, int64_t now_ns)
 {
-	int due;
+	int took;
 	pthread_mutex_lock(&w->mu);
 	expire_for_host(w, now_ns);
-	due = !hwt_list_empty(&w->wheel.due);
+	took = !hwt_list_empty(&w->wheel.due);
 	hwt_list_splice(into, &w->wheel.due);
-	if (due && !w->signalled) {
+	if (took && !w->signalled) {
 		w->signalled = 1;
 		hwt_pipe_signal(w->fds);
 	}
 	pthread_mutex_unlock(&w->mu);
-	return due;
+	return took;
 }
 
 void hwt_worker_rearm(struct hwt_worker *w)

@@ -5,13 +5,14 @@
 -- once in its file fails too: the list must follow the code.
 --   lua5.4 spec/mutants/run.lua [TEXT...]   (only the mutants whose name has a TEXT)
 -- The mutants run in HWT_MUTANT_JOBS shards at once (default 2), each in a
--- copy of its own: most of a mutant's time is spent waiting (on servers, on
--- timeouts), and load can only make a spec fail, never let a mutant survive.
+-- copy of its own, each taking the next mutant no shard has claimed: most
+-- of a mutant's time is spent waiting (on servers, on timeouts), and load
+-- can only make a spec fail, never let a mutant survive.
 local list = dofile("spec/mutants/list.lua")
 local LIMIT = tonumber(os.getenv("HWT_MUTANT_LIMIT")) or 240 -- seconds a spec file may take
 local JOBS = tonumber(os.getenv("HWT_MUTANT_JOBS")) or 2
-local shard, shards = (os.getenv("HWT_MUTANT_SHARD") or ""):match("^(%d+)/(%d+)$")
-shard, shards = tonumber(shard), tonumber(shards)
+local shard = tonumber(os.getenv("HWT_MUTANT_SHARD"))
+local claims = os.getenv("HWT_MUTANT_CLAIMS") -- a directory: mutant i is claimed by making i in it
 
 local function sh(cmd)
   local ok, _, code = os.execute(cmd)
@@ -75,15 +76,45 @@ for _, m in ipairs(list) do
 end
 assert(#chosen > 0, "no mutant's name has " .. table.concat(arg, " or "))
 
+-- The specs must pass on the unmutated tree, or nothing can be judged: run
+-- once, before any shard starts. (HWT_MUTANT_BASELINE=0 skips this where
+-- they have just passed on this tree: CI runs make test first.)
+local function baseline()
+  if os.getenv("HWT_MUTANT_BASELINE") == "0" then return end
+  local dir, sets = scratch(), {}
+  for _, m in ipairs(chosen) do
+    sets[m.lua] = sets[m.lua] or {}
+    for _, f in ipairs(m.specs) do sets[m.lua][f] = true end
+  end
+  for v, set in pairs(sets) do
+    local files = {}
+    for f in pairs(set) do files[#files + 1] = f end
+    table.sort(files)
+    local ok, failed, out = run_specs(dir, v, files)
+    if not ok then
+      io.write(out:sub(-3000), "\n")
+      print("check-mutants: the unmutated specs fail on Lua " .. v .. " (" .. failed .. "): no mutant can be judged")
+      sh("rm -rf " .. q(dir))
+      os.exit(1)
+    end
+  end
+  sh("rm -rf " .. q(dir))
+end
+
 -- The parent: one child per shard, all at once; their reports in turn, then
 -- the sum. (A child's pipe holds its few lines until it is read.)
 if not shard and JOBS > 1 and #chosen > 1 then
+  baseline()
   local args = {}
   for i = 1, #arg do args[i] = q(arg[i]) end
+  local p = assert(io.popen("mktemp -d /tmp/hwtimer-claims.XXXXXX"))
+  claims = p:read("*l")
+  p:close()
   local children = {}
   for k = 1, JOBS do
-    children[k] = assert(io.popen(string.format("HWT_MUTANT_SHARD=%d/%d %s spec/mutants/run.lua %s 2>&1",
-      k, JOBS, q(arg[-1] or "lua5.4"), table.concat(args, " "))))
+    children[k] = assert(io.popen(string.format(
+      "HWT_MUTANT_BASELINE=0 HWT_MUTANT_SHARD=%d HWT_MUTANT_CLAIMS=%s %s spec/mutants/run.lua %s 2>&1",
+      k, q(claims), q(arg[-1] or "lua5.4"), table.concat(args, " "))))
   end
   local caught, failed, ok = 0, 0, true
   for k, child in ipairs(children) do
@@ -102,63 +133,50 @@ if not shard and JOBS > 1 and #chosen > 1 then
       print("check-mutants: shard " .. k .. " failed")
     end
   end
-  print(string.format("check-mutants: %d shards, %d mutants in %d s", JOBS, #chosen, os.time() - t0))
+  sh("rm -rf " .. q(claims))
+  print(string.format("check-mutants: %d shards, %d mutants, %d caught, %d not caught in %d s", JOBS, #chosen,
+    caught, failed, os.time() - t0))
   print(string.format("%d passed, %d failed", caught, failed))
-  os.exit(ok and failed == 0 and 0 or 1)
+  os.exit(ok and failed == 0 and caught == #chosen and 0 or 1)
 end
-if shard then -- a child: every shards-th mutant, from its own
-  local mine = {}
-  for i = shard, #chosen, shards do mine[#mine + 1] = chosen[i] end
-  chosen = mine
+
+-- A shard's next mutant: one no other shard has claimed (mkdir is atomic).
+local function claim(i)
+  return not claims or sh("mkdir " .. q(claims .. "/" .. i) .. " 2>/dev/null")
 end
+
+if not shard then baseline() end
 local dir = scratch()
-
--- The specs must pass on the unmutated copy, or nothing can be judged.
-local baseline = {}
-for _, m in ipairs(chosen) do
-  baseline[m.lua] = baseline[m.lua] or {}
-  for _, f in ipairs(m.specs) do baseline[m.lua][f] = true end
-end
-for v, set in pairs(baseline) do
-  local files = {}
-  for f in pairs(set) do files[#files + 1] = f end
-  table.sort(files)
-  local ok, failed, out = run_specs(dir, v, files)
-  if not ok then
-    io.write(out:sub(-3000), "\n")
-    print("check-mutants: the unmutated specs fail on Lua " .. v .. " (" .. failed .. "): no mutant can be judged")
-    sh("rm -rf " .. q(dir))
-    os.exit(1)
-  end
-end
-
-local caught, survived, broken = 0, {}, {}
+local mine, caught, survived, broken = 0, 0, {}, {}
 for i, m in ipairs(chosen) do
-  local path = dir .. "/" .. m.file
-  local original = read(path)
-  local n = count_once(original, m.from)
-  if n ~= 1 then
-    broken[#broken + 1] = m.name
-    print(string.format("%2d  LIST     %s: its text is found %d times in %s, not once", i, m.name, n, m.file))
-  else
-    local a = original:find(m.from, 1, true)
-    write(path, original:sub(1, a - 1) .. m.to .. original:sub(a + #m.from))
-    local started = os.time()
-    local ok, failed = run_specs(dir, m.lua, m.specs, m.limit)
-    write(path, original)
-    if ok then
-      survived[#survived + 1] = m.name
-      print(string.format("%2d  SURVIVED %s (%s on Lua %s)", i, m.name, table.concat(m.specs, " "), m.lua))
+  if claim(i) then
+    mine = mine + 1
+    local path = dir .. "/" .. m.file
+    local original = read(path)
+    local n = count_once(original, m.from)
+    if n ~= 1 then
+      broken[#broken + 1] = m.name
+      print(string.format("%2d  LIST     %s: its text is found %d times in %s, not once", i, m.name, n, m.file))
     else
-      caught = caught + 1
-      print(string.format("%2d  caught   %s: by %s (Lua %s, %d s)", i, m.name, failed, m.lua, os.time() - started))
+      local a = original:find(m.from, 1, true)
+      write(path, original:sub(1, a - 1) .. m.to .. original:sub(a + #m.from))
+      local started = os.time()
+      local ok, failed = run_specs(dir, m.lua, m.specs, m.limit)
+      write(path, original)
+      if ok then
+        survived[#survived + 1] = m.name
+        print(string.format("%2d  SURVIVED %s (%s on Lua %s)", i, m.name, table.concat(m.specs, " "), m.lua))
+      else
+        caught = caught + 1
+        print(string.format("%2d  caught   %s: by %s (Lua %s, %d s)", i, m.name, failed, m.lua, os.time() - started))
+      end
     end
+    io.stdout:flush()
   end
-  io.stdout:flush()
 end
 sh("rm -rf " .. q(dir))
 
-print(string.format("check-mutants: %d mutants, %d caught, %d survived, %d not found in %d s", #chosen, caught,
-  #survived, #broken, os.time() - t0))
+print(string.format("check-mutants%s: %d mutants, %d caught, %d survived, %d not found in %d s",
+  shard and " (shard " .. shard .. ")" or "", mine, caught, #survived, #broken, os.time() - t0))
 print(string.format("%d passed, %d failed", caught, #survived + #broken))
 os.exit((#survived == 0 and #broken == 0) and 0 or 1)
