@@ -71,7 +71,7 @@ for f in "${files[@]}"; do
   rm -f "$HWT_SPEC_SERVERS"
 done
 if [ ${#failed[@]} -gt 0 ]; then
-  sleep 0.2 # the last tee's flush
+  wait # the tees of the process substitutions (bash 5.1 and later wait for them too)
   for f in "${failed[@]}"; do
     f=${f% (timed out)}
     echo
