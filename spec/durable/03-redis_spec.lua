@@ -54,15 +54,28 @@ describe("hwtimer.durable with Redis", function()
     return tonumber(t[1]) + tonumber(t[2]) / 1e6
   end
 
+  -- Lua for a script of KEYS {p:q}:j, {p:q}:meta: buckets() lists the keys
+  -- of the store's numbered buckets and of its blocks.
+  local BUCKETS = [[
+    local function buckets()
+      local keys = {}
+      for b = 0, tonumber(redis.call('HGET', KEYS[2], 'buckets')) - 1 do keys[#keys + 1] = KEYS[1] .. ':' .. b end
+      for _, name in ipairs(redis.call('ZRANGE', string.sub(KEYS[1], 1, -3) .. ':blocks', 0, -1)) do
+        keys[#keys + 1] = KEYS[1] .. ':' .. name
+      end
+      return keys
+    end
+  ]]
+
   -- The jobs of `queue` (default "default") as Redis holds them, over every
-  -- bucket: id -> { owner = the lease's holder or "", ready = its ready time
+  -- bucket and block: id -> { owner = the lease's holder or "", ready = its ready time
   -- in microseconds }.
   local function stored_jobs(queue)
     local tag = "{" .. prefix .. ":" .. (queue or "default") .. "}"
-    local r = client:eval([[
+    local r = client:eval(BUCKETS .. [[
       local out = {}
-      for b = 0, tonumber(redis.call('HGET', KEYS[2], 'buckets')) - 1 do
-        local all = redis.call('HGETALL', KEYS[1] .. ':' .. b)
+      for _, key in ipairs(buckets()) do
+        local all = redis.call('HGETALL', key)
         for i = 1, #all, 2 do
           local owner, _, _, _, ready = select(5, cmsgpack.unpack(all[i + 1]))
           out[#out + 1] = all[i]
@@ -141,7 +154,7 @@ describe("hwtimer.durable with Redis", function()
       client:hset(tag .. ":meta", "format", "7")
       queue, err = open()
       assert.is_nil(queue)
-      assert.equal("hwtimer.durable: redis " .. tag .. ": store format 7, this module reads 4", err)
+      assert.equal("hwtimer.durable: redis " .. tag .. ": store format 7, this module reads 5", err)
       client:hset(tag .. ":meta", "format", "2")
       client:sadd(tag .. ":kinds", "k")
       client:set(tag .. ":r:1:k", "x")
@@ -158,11 +171,11 @@ describe("hwtimer.durable with Redis", function()
       assert.equal("2", client:hget(tag .. ":meta", "format"))
     end)
 
-    it("upgrades a store of format 2 (the same layout without the intake) to 4, its jobs kept", function()
+    it("upgrades a store of format 2 (the same layout without the intake) to 5, its jobs kept", function()
       local tag = "{" .. prefix .. ":default}"
       client:hmset(tag .. ":meta", "app", "hwtimer.durable", "format", "2", "buckets", "1", "jobs", "0")
       q = assert(open())
-      assert.equal("4", client:hget(tag .. ":meta", "format"))
+      assert.equal("5", client:hget(tag .. ":meta", "format"))
       assert(q:schedule("k", 60))
       assert.equal(1, q:pending())
       -- a store of format 2 with jobs in its buckets and slots (written as
@@ -178,7 +191,7 @@ describe("hwtimer.durable with Redis", function()
       client:hset(other .. ":meta", "format", "2")
       local ran = {}
       local upgraded = assert(open({ queue = "old" }))
-      assert.equal("4", client:hget(other .. ":meta", "format"))
+      assert.equal("5", client:hget(other .. ":meta", "format"))
       assert.equal(100, upgraded:pending())
       assert.equal("p7", upgraded:get("old-7").payload)
       upgraded:handle("k", function(job) ran[job.id] = (ran[job.id] or 0) + 1 end)
@@ -209,7 +222,7 @@ describe("hwtimer.durable with Redis", function()
         string.format("%.0f", due_us), string.format("%.0f", every_us), entry) -- (LuaJIT's tostring: 14 digits)
     end
 
-    it("upgrades a store of format 3 to 4, its jobs and intake kept, and fences the processes of format 3", function()
+    it("upgrades a store of format 3 to 5, its jobs and intake kept, and fences the processes of format 3", function()
       local tag = "{" .. prefix .. ":default}"
       local t = client:eval("return redis.call('TIME')", 0)
       local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
@@ -219,14 +232,15 @@ describe("hwtimer.durable with Redis", function()
         str("0")
       format_3(tag, due_us, 2000000, entry)
       q = assert(open())
-      assert.equal("4", client:hget(tag .. ":meta", "format"))
+      assert.equal("5", client:hget(tag .. ":meta", "format"))
       -- the intake of format 3 moved in, and made a string: every script of
       -- a process of format 3 reads or pushes to that list first, and fails
       -- there, having written nothing
       assert.equal("string", client:type(tag .. ":in"))
       assert.has_error(function() client:lrange(tag .. ":in", 0, -1) end)
       assert.has_error(function() client:rpush(tag .. ":in", "x") end)
-      assert.equal(0, client:llen(tag .. ":intake"))
+      assert.equal("string", client:type(tag .. ":intake"))
+      assert.equal(0, client:llen(tag .. ":inbox"))
       local fresh = q:get("fresh-1")
       assert.same({ "k", "q", 0 }, { fresh.kind, fresh.payload, fresh.attempt })
       assert.is_true(math.abs(fresh.due - (tonumber(t[1]) + tonumber(t[2]) / 1e6 + 60)) < 1e-5)
@@ -240,7 +254,7 @@ describe("hwtimer.durable with Redis", function()
       assert.same({ due_us / 1e6, false }, { ran[1].scheduled_for, ran[1].late })
       tick = q:get("tick")
       assert.same({ due_us / 1e6 + 2, 1 }, { tick.scheduled_for, tick.runs })
-      -- opened again: format 4, the fence in place
+      -- opened again: format 5, the fence in place
       q:close()
       q = assert(open())
       assert.equal(2, q:pending())
@@ -250,6 +264,61 @@ describe("hwtimer.durable with Redis", function()
       assert.is_nil(queue)
       assert.equal("hwtimer.durable: redis " .. tag .. ": key " .. tag ..
         ":in is a list, not a string (not a hwtimer.durable store)", err)
+    end)
+
+    it("upgrades a store of format 4 to 5, its jobs and intake kept, and fences the processes of format 4", function()
+      local tag = "{" .. prefix .. ":default}"
+      local t = client:eval("return redis.call('TIME')", 0)
+      local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+      local due_us = math.floor(now * 1e6) + 100000
+      -- as format 4 left it: a job in bucket 0 and its slot, one of an id
+      -- it made (24 hex digits) in the intake at {p:q}:intake, due 0.2 s
+      -- after the TIME of its entry, and format 3's intake fenced
+      local made = "0123456789abcdef01234567"
+      local entry = t[1] .. " " .. t[2] .. " " .. str(made) .. str("k") .. "\1\1\1" .. str("q") .. str("200000") ..
+        str("0") .. str("")
+      client:eval([[
+        local due = tonumber(ARGV[1])
+        redis.call('HSET', KEYS[1], 'app', 'hwtimer.durable', 'format', '4', 'buckets', 1, 'jobs', 1)
+        redis.call('HSET', KEYS[2], 'old-1', cmsgpack.pack('k', due, 0, 0, '', 'p', false, 0, due))
+        local w = 2 ^ 40
+        local start = math.floor(due / w) * w
+        redis.call('ZADD', KEYS[3], start, string.format('%.0f/%.0f', start, w))
+        redis.call('ZADD', KEYS[3] .. ':' .. string.format('%.0f', start), due, 'old-1')
+        redis.call('SADD', KEYS[4], 'k')
+        redis.call('RPUSH', KEYS[5], ARGV[2])
+        redis.call('SET', KEYS[6], 'fence of format 3')
+      ]], 6, tag .. ":meta", tag .. ":j:0", tag .. ":r:1:k", tag .. ":kinds", tag .. ":intake", tag .. ":in",
+        string.format("%.0f", due_us), entry)
+      q = assert(open())
+      assert.equal("5", client:hget(tag .. ":meta", "format"))
+      -- the intake of format 4 moved in, and made a string: a process of
+      -- format 4 fails its first command, having written nothing
+      assert.equal("string", client:type(tag .. ":intake"))
+      assert.has_error(function() client:lrange(tag .. ":intake", 0, -1) end)
+      assert.has_error(function() client:rpush(tag .. ":intake", "x") end)
+      assert.equal("string", client:type(tag .. ":in"))
+      assert.equal(0, client:llen(tag .. ":inbox"))
+      assert.is_true(math.abs(q:get(made).due - (tonumber(t[1]) + tonumber(t[2]) / 1e6 + 0.2)) < 1e-5)
+      assert.equal("p", q:get("old-1").payload)
+      -- an id made now (26 hex digits) goes in a block; all three run once
+      local new = assert(q:schedule("k", 0.1))
+      assert.equal(26, #new)
+      assert.equal(3, q:pending())
+      local ran = {}
+      q:handle("k", function(job) ran[job.id] = (ran[job.id] or 0) + 1 end)
+      assert.is_true(wait(function() return q:pending() == 0 end))
+      timer:run(0.1)
+      assert.same({ [made] = 1, ["old-1"] = 1, [new] = 1 }, ran)
+      q:close()
+      -- opened again: format 5, the fences in place; a list there is refused
+      q = assert(open())
+      client:del(tag .. ":intake")
+      client:rpush(tag .. ":intake", "x")
+      local queue, err = open()
+      assert.is_nil(queue)
+      assert.equal("hwtimer.durable: redis " .. tag .. ": key " .. tag ..
+        ":intake is a list, not a string (not a hwtimer.durable store)", err)
     end)
 
     it("returns nil, message when Redis cannot be reached", function()
@@ -379,13 +448,13 @@ describe("hwtimer.durable with Redis", function()
     holder = function(id) return stored_jobs()[id].owner end,
     take = function(id) -- in its bucket: owner, attempt 2, lease an hour on; and in the lease set
       local tag = "{" .. prefix .. ":default}"
-      client:eval([[
-        for b = 0, tonumber(redis.call('HGET', KEYS[2], 'buckets')) - 1 do
-          local raw = redis.call('HGET', KEYS[1] .. ':' .. b, ARGV[1])
+      client:eval(BUCKETS .. [[
+        for _, key in ipairs(buckets()) do
+          local raw = redis.call('HGET', key, ARGV[1])
           if raw then
             local t = { cmsgpack.unpack(raw) }
             t[4], t[5], t[9] = 2, 'other', t[9] + 3600e6
-            redis.call('HSET', KEYS[1] .. ':' .. b, ARGV[1], cmsgpack.pack(unpack(t)))
+            redis.call('HSET', key, ARGV[1], cmsgpack.pack(unpack(t)))
             redis.call('ZADD', KEYS[3], t[9], ARGV[1])
           end
         end]], 3, tag .. ":j", tag .. ":meta", tag .. ":l:1:k", id)
@@ -436,7 +505,7 @@ describe("hwtimer.durable with Redis", function()
     it("stores a schedule of a fresh id in the intake, which any other script moves into its slot first", function()
       q = assert(open())
       local tag = "{" .. prefix .. ":default}"
-      local intake, index = tag .. ":intake", tag .. ":r:1:k"
+      local intake, index = tag .. ":inbox", tag .. ":r:1:k"
       local ids, before = {}, server_now()
       for i = 1, 3 do ids[i] = assert(q:schedule("k", 60 + i, "p" .. i)) end
       local after = server_now()
@@ -475,7 +544,7 @@ describe("hwtimer.durable with Redis", function()
     it("moves the intake in once it holds INTAKE_MAX jobs, where nothing else reads the store", function()
       q = assert(open())
       local max = require("hwtimer.durable.redis_scripts").INTAKE_MAX
-      local intake = "{" .. prefix .. ":default}:intake"
+      local intake = "{" .. prefix .. ":default}:inbox"
       for _ = 1, max - 1 do assert(q:schedule("k", 60)) end
       assert.equal(max - 1, client:llen(intake))
       assert(q:schedule("k", 60))
@@ -483,7 +552,9 @@ describe("hwtimer.durable with Redis", function()
       local n = 0
       for _ in pairs(stored_jobs()) do n = n + 1 end
       assert.equal(max, n)
-      assert.equal(max, tonumber(client:hget("{" .. prefix .. ":default}:meta", "jobs")))
+      -- ids it made: in blocks, none in the numbered buckets
+      local meta = "{" .. prefix .. ":default}:meta"
+      assert.same({ max, 0 }, { tonumber(client:hget(meta, "jobs")), tonumber(client:hget(meta, "hashed")) })
       check_slots()
     end)
 
@@ -527,6 +598,49 @@ describe("hwtimer.durable with Redis", function()
       assert.equal(n / 2, q:pending())
       check_slots()
       for i = 1, n do assert.equal(i % 2 == 1, q:get("id" .. i) ~= nil) end
+    end)
+
+    it("keeps the jobs of ids it made in blocks of 32, packed and listed, gone with their last job", function()
+      q = assert(open())
+      local tag, n = "{" .. prefix .. ":default}", 3000
+      local ids, before = {}, server_now()
+      for i = 1, n / 2 do ids[i] = assert(q:schedule("k", 3600 + i)) end -- the intake's path
+      assert(q:batch(function(b) -- put's
+        for i = n / 2 + 1, n do ids[i] = b:schedule("k", 3600 + i) end
+      end))
+      local after = server_now()
+      local every = assert(q:every("k", 60))
+      assert.equal(n + 1, q:pending())
+      local listed = {}
+      for _, name in ipairs(client:zrange(tag .. ":blocks", 0, -1)) do listed[tag .. ":j:" .. name] = true end
+      local blocks = 0
+      for key, k in pairs(layout()) do
+        if key:find("^" .. tag:gsub("%p", "%%%0") .. ":j:%x+:%d+$") then
+          blocks = blocks + 1
+          assert.equal("listpack", k.encoding, key)
+          assert.is_true(k.n <= 32, key .. " holds " .. k.n)
+          assert.is_true(listed[key], key .. " not listed")
+          listed[key] = nil
+        end
+      end
+      assert.same({}, listed)
+      assert.is_true(blocks >= (n + 1) / 32 and blocks <= math.ceil((n + 1) / 32) + 1, blocks .. " blocks")
+      assert.same({ n + 1, 0 }, { tonumber(client:hget(tag .. ":meta", "jobs")), tonumber(client:hget(tag .. ":meta", "hashed")) })
+      check_slots()
+      local found = {}
+      for _, job in ipairs(assert(q:schedules())) do found[job.id] = true end
+      assert.same({ [every] = true }, found)
+      for i = 1, n, 9 do
+        local due = q:get(ids[i]).due - 3600 - i
+        assert.is_true(due >= before - 1e-5 and due <= after + 1e-5, ids[i])
+      end
+      for i = 1, n do assert.is_true(q:cancel(ids[i])) end
+      assert.is_true(q:cancel(every))
+      assert.equal(0, q:pending())
+      for key in pairs(layout()) do
+        assert.is_nil(key:find(":j:", 1, true), key)
+        assert.is_nil(key:find(":blocks", 1, true), key)
+      end
     end)
 
     it("keeps a kind whose name ends like a slot's key apart from that slot", function()

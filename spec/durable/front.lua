@@ -25,7 +25,7 @@ return function(env)
       local before = env.now()
       local id = assert(q:schedule("close_order", 0.2, "order 17"))
       assert.is_string(id)
-      assert.equal(24, #id)
+      assert.equal(26, #id)
       assert.truthy(wait(function() return got end))
       assert.equal(id, got.id)
       assert.equal("close_order", got.kind)
@@ -80,7 +80,7 @@ return function(env)
 
     -- Ids in the order they were made keep the store's id index growing at
     -- its right edge (docs/durable.md: batched schedules).
-    it("makes ids of 24 hex digits, unique, that sort in the order they were made", function()
+    it("makes ids of 26 hex digits, unique, that sort in the order they were made", function()
       local q = assert(env.open())
       local ids, seen = {}, {}
       assert(q:batch(function(b)
@@ -88,7 +88,7 @@ return function(env)
       end))
       for i, id in ipairs(ids) do
         assert.matches("^%x+$", id)
-        assert.equal(24, #id)
+        assert.equal(26, #id)
         assert.is_nil(seen[id], "id made twice: " .. id)
         seen[id] = true
         if i > 1 then assert.is_true(id > ids[i - 1], ids[i - 1] .. " then " .. id) end

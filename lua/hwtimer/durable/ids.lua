@@ -1,24 +1,19 @@
 --- hwtimer.durable.ids: job ids and lease owners, for every engine.
--- An id is 24 hex digits: the clock in ms (12), a tag drawn when the
--- generator is made (8), and a count within the millisecond (4). Ids made
+-- An id is 26 hex digits: the clock in ms (12), a tag drawn when the
+-- generator is made (8), and the generator's running count (6). Ids made
 -- one after another sort in the order they were made, so an index on them
 -- grows at its right edge (SQLite inserts many times faster than with
--- random keys). Unique within a generator by the count (past 65,536 in one
--- millisecond the time part moves on a millisecond, and never goes back);
--- across generators by the 32-bit tag, which two share with odds of 2^-32.
--- A generator is made per queue, when it opens: after any fork (an nginx
--- master's children), so that no two processes share a tag.
+-- random keys); and the ids one generator makes in a row share their tag
+-- and the count's high digits, so Redis keeps 32 of them in one hash
+-- (hwtimer.durable.redis_scripts: a drain writes a run of jobs with one
+-- HSET, not one a job). Unique within a generator: the time part never
+-- goes back, and moves on a millisecond when the count wraps (every 2^24
+-- ids); across generators by the 32-bit tag, which two share with odds of
+-- 2^-32. A generator is made per queue, when it opens: after any fork (an
+-- nginx master's children), so that no two processes share a tag.
 local floor, format = math.floor, string.format
 
 local M = {}
-
--- The count's four digits, made once each: the counts a millisecond sees
--- are the same few hundred again and again.
-local HEX4 = setmetatable({}, { __index = function(t, n)
-  local s = format("%04x", n)
-  t[n] = s
-  return s
-end })
 
 -- 32 random bits from the kernel, else from what differs between processes.
 local function random_tag()
@@ -37,23 +32,28 @@ local function random_tag()
   return math.random(0, 0x7fffffff) * 2 + math.random(0, 1)
 end
 
+-- The count's last two digits, made once each (an id is a string built on
+-- the schedule's path: one concatenation, no format, for most of them).
+local HEX2 = {}
+for i = 0, 255 do HEX2[i] = format("%02x", i) end
+
 --- gen = ids.generator(now, [obj]): `now(obj)` is the clock in epoch
 -- seconds (an engine's method and the engine); gen() returns a new id.
 function M.generator(now, obj)
-  local tag, last, count, prefix = random_tag(), -1, 0, ""
+  local tag, last, count, head = format("%08x", random_tag()), -1, -1, ""
   return function()
     local ms = floor(now(obj) * 1000)
-    if ms > last then
-      last, count = ms, 0
-      prefix = format("%012x%08x", ms, tag)
-    else
-      count = count + 1
-      if count > 0xffff then -- the clock went back, or a very busy millisecond
-        last, count = last + 1, 0
-        prefix = format("%012x%08x", last, tag)
-      end
+    count = count + 1
+    if count > 0xffffff then -- wrapped: a later millisecond keeps the ids apart
+      count = 0
+      if ms <= last then ms = last + 1 end
     end
-    return prefix .. HEX4[count]
+    local low = count % 256
+    if ms > last or low == 0 then -- the head: time, tag, the count's first four digits
+      if ms > last then last = ms end
+      head = format("%012x%s%04x", last, tag, (count - low) / 256)
+    end
+    return head .. HEX2[low]
   end
 end
 

@@ -209,18 +209,29 @@ ready_add(kind, { now, id })
 return { now, 'ok', now }
 ]])
 
-  -- Schedules: ARGV[1] the first bucket, ARGV[2] how many. The schedules
-  -- (an interval, `every`, or a schedule's tenth value) of those job
-  -- buckets, read whole: a store's every job is read, a few buckets a
-  -- call, so that no call holds the server for long. Returns { now, the
-  -- bucket count, (id, fields...)... }.
+  -- Schedules: the schedules (an interval, `every`, or a schedule's tenth
+  -- value) of some of the store's job buckets, read whole: a store's every
+  -- job is read, a few buckets a call, so that no call holds the server for
+  -- long. ARGV[1] 'n': ARGV[2] the first numbered bucket, ARGV[3] how many;
+  -- returns { now, the bucket count, (id, fields...)... }. ARGV[1] 'b': the
+  -- blocks after the name ARGV[2] ('': from the first), ARGV[3] of them;
+  -- returns { now, the last block read ('' when none was left), (id,
+  -- fields...)... }.
   S.schedules = script([[
 drain()
 bucket_state()
-local out = { now, buckets }
-local first = tonumber(ARGV[1])
-for b = first, math.min(first + tonumber(ARGV[2]), buckets) - 1 do
-  local all = redis.call('HGETALL', JOBS .. ':' .. b)
+local keys, out = {}, { now }
+local first, most = ARGV[2], tonumber(ARGV[3])
+if ARGV[1] == 'n' then
+  out[2] = buckets
+  for b = tonumber(first), math.min(tonumber(first) + most, buckets) - 1 do keys[#keys + 1] = JOBS .. ':' .. b end
+else
+  local names = redis.call('ZRANGE', BLOCKS, first == '' and '-' or '(' .. first, '+', 'BYLEX', 'LIMIT', 0, most)
+  out[2] = names[#names] or ''
+  for i = 1, #names do keys[i] = JOBS .. ':' .. names[i] end
+end
+for _, key in ipairs(keys) do
+  local all = redis.call('HGETALL', key)
   for i = 1, #all, 2 do
     local raw = all[i + 1]
     local _, _, every, _, _, _, _, _, _, sched = unpack(raw)

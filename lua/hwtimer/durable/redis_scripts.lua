@@ -9,6 +9,9 @@
 --                    fields (kind, due, every, attempt, owner, payload,
 --                    error, dead, ready, schedule: see
 --                    hwtimer.durable.redis_schedules)
+--   {p:q}:j:TAG:N    hash, a block: the same for the jobs whose ids one
+--                    generator (TAG) made 32 in a row (N); see bucket_key
+--   {p:q}:blocks     sorted set (all scores 0): the blocks' "TAG:N"
 --   {p:q}:r:N:KIND   per kind (N its length), the index of its time slots: sorted set of
 --                    "start/width" (microseconds) scored by start
 --   {p:q}:r:N:KIND:S the slot starting at S: ids of jobs waiting to run,
@@ -17,18 +20,19 @@
 --                    their lease (reclaimed once it passes)
 --   {p:q}:kinds      set of the kinds with jobs (to count and range)
 --   {p:q}:dead       sorted set: dead job ids scored by their due time
---   {p:q}:meta       hash: app = hwtimer.durable, format = 4, buckets (how
---                    many job buckets), jobs (how many jobs, dead ones too)
---   {p:q}:intake     list, the intake: jobs with fresh ids as `add` took
+--   {p:q}:meta       hash: app = hwtimer.durable, format = 5, buckets (how
+--                    many numbered buckets), jobs (how many jobs, dead ones
+--                    too), hashed (how many of them the numbered buckets hold)
+--   {p:q}:inbox      list, the intake: jobs with fresh ids as `add` took
 --                    them, an entry a call (TIME's "s us " and its jobs as
 --                    `put` reads them), not yet in a bucket and a slot; every
 --                    other script moves them there first (see S.add)
---   {p:q}:in         a string once a store of format 3 was upgraded: the
---                    intake of format 3, made a string so that a process
---                    of format 3 still running fails every script at its
---                    first command (each reads or pushes that list first),
---                    writing nothing (see S.open)
--- KEYS are {p:q}:j, kinds, dead, meta (`add`: {p:q}:intake alone); the
+--   {p:q}:in, {p:q}:intake  strings once a store of format 3 or 4 was
+--                    upgraded: the intakes of formats 3 and 4, made strings
+--                    so that a process of those formats still running fails
+--                    every script at its first command (each reads or pushes
+--                    its intake first), writing nothing (see S.open)
+-- KEYS are {p:q}:j, kinds, dead, meta (`add`: {p:q}:inbox alone); the
 -- others are derived from the first (same tag, same slot).
 --
 -- Why buckets and slots, not one hash and one sorted set per kind: Redis
@@ -51,9 +55,12 @@ local S = {}
 -- 3: format 2 and the intake ({p:q}:in), which a process of format 2 would
 -- not read. 4: schedules (a job's tenth value, the jobs' encoding in `put`
 -- and in the intake, the acknowledgements' fields), the intake moved to
--- {p:q}:intake and {p:q}:in a string. open upgrades a store of format 2 or
--- 3 (their jobs are read as they are: no schedule).
-S.FORMAT = 4
+-- {p:q}:intake and {p:q}:in a string. 5: blocks (the jobs of ids the queue
+-- made, which a process of format 4 would look for in numbered buckets),
+-- the intake moved to {p:q}:inbox and {p:q}:intake a string. open upgrades
+-- a store of format 2, 3 or 4 (their jobs are read as they are: no
+-- schedule before 4; their ids are not of the blocks' form).
+S.FORMAT = 5
 
 -- The intake holds at most about this many jobs: `add` reports its length
 -- in entries (calls), and the client that sent k jobs has it moved in (the
@@ -120,35 +127,61 @@ local function fields_of(out, kind, due, every, attempt, owner, payload, err, de
 end
 local function fields(out, raw) fields_of(out, unpack(raw)) end
 
--- The jobs' buckets (linear hashing): with n buckets and p the largest
--- power of two <= n, a job is in bucket h % 2p, or h % p when that is n or
--- more; one more bucket splits bucket n - p between itself and n.
+-- The jobs' buckets. An id the queue made (hwtimer.durable.ids: 26 hex
+-- digits, its generator's tag at 13-20 and running count at 21-26; or any
+-- id of that length hex there) is in the block of that generator's 32 ids
+-- in a row, {p:q}:j:TAG:N (N: the count // 32), listed in BLOCKS: jobs scheduled one after another share a
+-- hash, written in one HSET, found without hashing, never split. Any other
+-- id is in a numbered bucket (linear hashing): with n buckets and p the
+-- largest power of two <= n, a job is in bucket h % 2p, or h % p when that
+-- is n or more; one more bucket splits bucket n - p between itself and n.
 local PACKED = 128 -- the most entries Redis keeps packed (its default)
 local LOAD = 40 -- a bucket of a round not yet split holds up to twice that
-local buckets, jobs, pow
+local BLOCKS = base .. ':blocks'
+local buckets, jobs, hashed, pow -- (jobs: all of them; hashed: those in the numbered buckets)
 local function bucket_state()
   if buckets then return end
-  local m = redis.call('HMGET', META, 'buckets', 'jobs')
-  buckets, jobs = tonumber(m[1]) or 1, tonumber(m[2]) or 0
+  local m = redis.call('HMGET', META, 'buckets', 'jobs', 'hashed')
+  buckets, jobs, hashed = tonumber(m[1]) or 1, tonumber(m[2]) or 0, tonumber(m[3]) or 0
   pow = 1
   while pow * 2 <= buckets do pow = pow * 2 end
 end
 -- (SHA-1's first 32 bits: ids that differ in a digit land far apart,
 -- which a sum of their bytes does not do for "order-1", "order-2", ...)
 local function hash(id) return tonumber(string.sub(redis.sha1hex(id), 1, 8), 16) end
-local last_id, last_key -- a job is read, then written: one hash for both
-local bucket_keys = {} -- bucket number -> its key, made once
-local function bucket_key(id)
-  if id == last_id then return last_key end
-  local b = hash(id) % (2 * pow)
-  if b >= buckets then b = b - pow end
-  local key = bucket_keys[b]
-  if not key then
-    key = JOBS .. ':' .. b
-    bucket_keys[b] = key
+local block_keys = {} -- an id's digits 13-25 -> its block's key, or false
+-- (an id of 26 characters whose 13th to 25th are lowercase hex digits: the
+-- test is made once for each run of 16 ids)
+local function block_key(id)
+  if #id ~= 26 then return nil end
+  local d = string.sub(id, 13, 25)
+  local key = block_keys[d]
+  if key == nil then
+    key = not string.find(d, '[^0-9a-f]') and JOBS .. ':' .. string.sub(d, 1, 8) .. ':' ..
+      floor(tonumber(string.sub(d, 9), 16) / 2)
+    block_keys[d] = key
   end
-  last_id, last_key = id, key
-  return key
+  return key or nil
+end
+local function block_name(key) return string.sub(key, #JOBS + 2) end
+local last_id, last_key, last_block -- a job is read, then written: one lookup for both
+local bucket_keys = {} -- bucket number -> its key, made once
+-- the key of id's bucket, and whether it is a block
+local function bucket_key(id)
+  if id == last_id then return last_key, last_block end
+  local key = block_key(id)
+  last_id, last_block = id, key ~= nil
+  if not key then
+    local b = hash(id) % (2 * pow)
+    if b >= buckets then b = b - pow end
+    key = bucket_keys[b]
+    if not key then
+      key = JOBS .. ':' .. b
+      bucket_keys[b] = key
+    end
+  end
+  last_key = key
+  return key, last_block
 end
 local function split_bucket()
   local from = buckets - pow
@@ -176,24 +209,41 @@ local function jget(id)
   bucket_state()
   return redis.call('HGET', bucket_key(id), id)
 end
-local counted -- the count as META holds it, when it has changed since
+local counted -- the counts changed since META had them
 local function jset(id, raw)
   bucket_state()
-  if redis.call('HSET', bucket_key(id), id, raw) == 1 then
-    counted, jobs = counted or jobs, jobs + 1
-    if jobs > LOAD * buckets then split_bucket() end
+  local key, blk = bucket_key(id)
+  if redis.call('HSET', key, id, raw) == 1 then
+    counted, jobs = true, jobs + 1
+    if blk then
+      redis.call('ZADD', BLOCKS, 0, block_name(key))
+    else
+      hashed = hashed + 1
+      if hashed > LOAD * buckets then split_bucket() end
+    end
   end
 end
 local function jdel(id)
   bucket_state()
-  if redis.call('HDEL', bucket_key(id), id) == 1 then
-    counted, jobs = counted or jobs, jobs - 1
+  local key, blk = bucket_key(id)
+  if redis.call('HDEL', key, id) == 1 then
+    counted, jobs = true, jobs - 1
+    if not blk then
+      hashed = hashed - 1
+    elseif redis.call('EXISTS', key) == 0 then
+      redis.call('ZREM', BLOCKS, block_name(key))
+    end
   end
+end
+-- META's counts, when they changed
+local function write_counts()
+  if counted then redis.call('HSET', META, 'jobs', jobs, 'hashed', hashed) end
+  counted = nil
 end
 -- Every script that adds or deletes jobs ends with this: the count is
 -- written once, not once a job.
 local function done(reply)
-  if counted and counted ~= jobs then redis.call('HSET', META, 'jobs', jobs) end
+  write_counts()
   return reply
 end
 
@@ -358,36 +408,45 @@ local function unindex(id, kind, owner, dead, ready)
   end
 end
 -- Write the jobs a script collected, { ids, raws, new = how many of them no
--- job has yet }: the buckets split first for the new ones (one split a new
--- job at most, as writing them one at a time would), then one HSET a bucket.
+-- job has yet in a numbered bucket }: those buckets split first for the
+-- new ones (one split a new job at most, as writing them one at a time
+-- would), then one HSET a bucket or block.
 local function jset_all(w)
   bucket_state()
   for _ = 1, w.new do
-    if jobs + w.new <= LOAD * buckets then break end
+    if hashed + w.new <= LOAD * buckets then break end
     split_bucket()
   end
   -- by[key]: the index of its one job, or { id, raw, id, raw, ... }
-  local ids, raws, by = w.ids, w.raws, {}
+  local ids, raws, by, blocks = w.ids, w.raws, {}, {}
   for i = 1, #ids do
-    local key = bucket_key(ids[i])
+    local key, blk = bucket_key(ids[i])
     local g = by[key]
     if not g then
       by[key] = i
+      if blk then blocks[key] = true end
     elseif type(g) == 'number' then
       by[key] = { ids[g], raws[g], ids[i], raws[i] }
     else
       g[#g + 1], g[#g + 2] = ids[i], raws[i]
     end
   end
-  local added = 0
   for key, g in pairs(by) do
+    local n
     if type(g) == 'number' then
-      added = added + redis.call('HSET', key, ids[g], raws[g])
+      n = redis.call('HSET', key, ids[g], raws[g])
     else
-      added = added + call_many('HSET', key, g)
+      n = call_many('HSET', key, g)
+    end
+    if n > 0 then
+      counted, jobs = true, jobs + n
+      if not blocks[key] then
+        hashed = hashed + n
+      else
+        redis.call('ZADD', BLOCKS, 0, block_name(key))
+      end
     end
   end
-  if added > 0 then counted, jobs = counted or jobs, jobs + added end
 end
 -- Collect the jobs of `jobs_in` (as `put` takes them; a relative due time
 -- counts from `at`) into `w` for jset_all, taking a replaced job out of its
@@ -395,6 +454,7 @@ end
 -- each due time to `out` when given. `format`: 3 for the intake of a store
 -- of format 3 (no schedule field), else 4.
 local JOB_FORMAT = { [3] = '>I4c0I4c0BBBI4c0I4c0I4c0', [4] = '>I4c0I4c0BBBI4c0I4c0I4c0I4c0' }
+JOB_FORMAT[5] = JOB_FORMAT[4]
 local function put_jobs(jobs_in, at, kinds, w, out, format)
   local pos, read, fmt = 1, struct.unpack, JOB_FORMAT[format or 4]
   local ids, raws = w.ids, w.raws
@@ -418,7 +478,7 @@ local function put_jobs(jobs_in, at, kinds, w, out, format)
       if old then
         local old_kind, _, _, _, owner, _, _, dead, ready = unpack(old)
         unindex(id, old_kind, owner, dead, ready)
-      else
+      elseif not block_key(id) then
         w.new = w.new + 1
       end
       local n = #ids + 1
@@ -437,7 +497,7 @@ end
 -- have at the time `add` took them. Every script but open, add and put
 -- (which calls it first) calls it before anything else, so that none sees
 -- the store without them.
-local INTAKE = base .. ':intake'
+local INTAKE = base .. ':inbox'
 local function drain(intake, format)
   intake = intake or INTAKE
   local items = redis.call('LRANGE', intake, 0, -1)
@@ -457,10 +517,7 @@ local function drain(intake, format)
   -- wrote: the next one moves the same jobs in again, to the same places)
   redis.call('DEL', intake)
   -- (the count written here: not every script that drains ends with done)
-  if counted and counted ~= jobs then
-    redis.call('HSET', META, 'jobs', jobs)
-    counted = jobs
-  end
+  write_counts()
 end
 ]]
 
@@ -550,7 +607,9 @@ for kind, list in pairs(kinds) do ready_add(kind, list) end
 return done(out)
 ]])
 
--- Add: ARGV[1...] jobs with fresh ids, as `put` takes them. The fast path
+-- Add: ARGV[1] jobs with fresh ids, as `put` takes them, one after
+-- another (one argument, not one a job: Redis makes an object of each
+-- argument it is sent, ~0.2 us a job). The fast path
 -- of a schedule: the jobs go to the intake as they are, after this now (in
 -- one RPUSH of one entry, atomic), where they are stored as surely as in a
 -- bucket; the next other script moves them into their buckets and slots,
@@ -565,7 +624,7 @@ return done(out)
 S.add = [[
 local t = redis.call('TIME')
 local n = redis.call('RPUSH', KEYS[1],
-  t[1] .. ' ' .. t[2] .. ' ' .. (ARGV[2] and table.concat(ARGV) or ARGV[1]))
+  t[1] .. ' ' .. t[2] .. ' ' .. ARGV[1])
 return { t[1] * 1000000 + t[2], n }
 ]]
 
