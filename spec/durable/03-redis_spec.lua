@@ -403,7 +403,7 @@ describe("hwtimer.durable with Redis", function()
       local start, width = member:match("^(%-?%d+)/(%d+)$")
       start, width = tonumber(start), tonumber(width)
       assert.is_true(start >= last_end, "slot " .. member .. " overlaps the one before")
-      assert.equal(0, start % width, member)
+      assert.is_true(width >= 1 and width <= 2 ^ 40 and width % 1 == 0, member)
       last_end = start + width
       local entries = client:zrange(tag .. ":r:1:k:" .. member:match("^%-?%d+"), 0, -1, "withscores")
       assert.is_true(#entries > 0, "slot " .. member .. " is listed but empty")
@@ -598,6 +598,22 @@ describe("hwtimer.durable with Redis", function()
       assert.equal(n / 2, q:pending())
       check_slots()
       for i = 1, n do assert.equal(i % 2 == 1, q:get("id" .. i) ~= nil) end
+    end)
+
+    it("fills slots one after another with jobs that come in order of their due times", function()
+      q = assert(open())
+      local tag, now = "{" .. prefix .. ":default}", server_now()
+      for round = 0, 9 do -- ten calls: the slot a call leaves full takes no more
+        assert(q:batch(function(b)
+          for i = 1, 64 do b:at("k", now + 3600 + (round * 64 + i) * 1e-3, nil, { id = "o" .. round * 64 + i }) end
+        end))
+      end
+      local sizes = {}
+      for key, k in pairs(layout()) do
+        if key:find(tag .. ":r:1:k:", 1, true) then sizes[#sizes + 1] = k.n end
+      end
+      assert.same({ 64, 64, 64, 64, 64, 64, 64, 64, 64, 64 }, sizes)
+      check_slots()
     end)
 
     it("keeps the jobs of ids it made in blocks of 32, packed and listed, gone with their last job", function()

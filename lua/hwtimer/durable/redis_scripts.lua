@@ -248,9 +248,12 @@ local function done(reply)
 end
 
 -- The kinds' slots: disjoint spans [start, start + width) of ready times,
--- width a power of two microseconds, at most CELL; a slot that reaches
--- SLOT_MAX jobs halves (until a width of 1 us).
-local SLOT_MAX, CELL = PACKED, 2 ^ 40 -- 2^40 us: 12.7 days
+-- whole microseconds, at most CELL wide; a slot that reaches SLOT_MAX jobs
+-- narrows, or splits (until a width of 1 us). SLOT_MAX is half of what
+-- Redis keeps packed: a ZADD scans the packed set, twice an element (its
+-- member, its place), ~1.0 us an element in slots filling to 64 and ~1.5
+-- filling to 128 (measured in the drain, Redis 7.0).
+local SLOT_MAX, CELL = PACKED / 2, 2 ^ 40 -- 2^40 us: 12.7 days
 -- (a kind's length before it: kind "x:17" and a slot of kind "x" never share a key)
 local function rkey(kind) return base .. ':r:' .. #kind .. ':' .. kind end
 local function slot_key(ik, start) return ik .. ':' .. int(start) end
@@ -268,31 +271,34 @@ local function slot_at(ik, ready)
   if ready < s + w then return s, w, r[1] end
   return nil, s + w
 end
--- A slot that reached SLOT_MAX: narrowed to the smallest span of its
--- width's halvings that holds all its jobs, then split at that span's
--- middle, inside Redis (ZRANGESTORE): the lower half keeps the key when it
--- keeps the start, the upper half moves to a key of its own. Both hold
--- fewer than SLOT_MAX, and stay packed. Jobs all at one microsecond stay
--- together in a slot 1 us wide, which grows past SLOT_MAX unpacked.
-local function split_slot(ik, c)
-  local s, w, sk = c.start, c.width, c.key
+-- A slot that reached SLOT_MAX: narrowed to the span of its jobs, lo to hi.
+-- When the next job to come (`ready`) falls outside it, or none comes,
+-- that is all (a job that comes inside it later splits it then): jobs that
+-- come in order of their ready time (the common case: one delay for all)
+-- fill a slot, then a new one after it, and none moves. Else it is split
+-- inside Redis (ZRANGESTORE) at the middle of the smallest span of a
+-- power-of-two width that holds lo and hi: the lower part keeps the key
+-- when it keeps the start, the upper part moves to a key of its own. Both
+-- hold fewer than SLOT_MAX, and stay packed. Jobs all at one microsecond
+-- stay together in a slot 1 us wide, which grows past PACKED unpacked.
+local function split_slot(ik, c, ready)
+  local sk = c.key
   local lo = tonumber(redis.call('ZRANGE', sk, 0, 0, 'WITHSCORES')[2])
   local hi = tonumber(redis.call('ZRANGE', sk, -1, -1, 'WITHSCORES')[2])
-  while w > 1 and floor(lo / (w / 2)) == floor(hi / (w / 2)) do w = w / 2 end
-  local start = floor(lo / w) * w
+  local whole = lo == hi or not ready or ready < lo or ready > hi
   redis.call('ZREM', ik, c.member)
-  local key = slot_key(ik, start)
-  if start ~= s then redis.call('RENAME', sk, key) end
-  if w == 1 then
-    redis.call('ZADD', ik, start, slot_name(start, 1))
+  local key = slot_key(ik, lo)
+  if lo ~= c.start then redis.call('RENAME', sk, key) end
+  if whole then
+    redis.call('ZADD', ik, lo, slot_name(lo, hi + 1 - lo))
     return
   end
-  local half = w / 2
-  local mid = start + half
-  local upper = slot_key(ik, mid)
-  redis.call('ZRANGESTORE', upper, key, mid, '+inf', 'BYSCORE')
+  local w = 2
+  while floor(lo / w) ~= floor(hi / w) do w = w * 2 end
+  local mid = floor(lo / w) * w + w / 2 -- lo < mid <= hi
+  redis.call('ZRANGESTORE', slot_key(ik, mid), key, mid, '+inf', 'BYSCORE')
   redis.call('ZREMRANGEBYSCORE', key, mid, '+inf')
-  redis.call('ZADD', ik, start, slot_name(start, half), mid, slot_name(mid, half))
+  redis.call('ZADD', ik, lo, slot_name(lo, mid - lo), mid, slot_name(mid, hi + 1 - mid))
 end
 -- The slot each kind last wrote, { start, width, member, key, jobs }: a
 -- batch of jobs due close together finds it without a query.
@@ -305,15 +311,12 @@ local function slot_for(ik, kind, ready)
   if s then
     jobs = redis.call('ZCARD', slot_key(ik, s))
   else
+    -- a new slot: as wide as the slots beside it let it be, up to CELL
     local before = w
     local r = redis.call('ZRANGEBYSCORE', ik, '(' .. int(ready), '+inf', 'LIMIT', 0, 1)
     local after = r[1] and slot_of(r[1]) or math.huge
-    w = CELL
-    s = floor(ready / w) * w
-    while (s < before or s + w > after) and w > 1 do
-      w = w / 2
-      s = floor(ready / w) * w
-    end
+    s = math.max(before, floor(ready / CELL) * CELL)
+    w = math.min(after, s + CELL) - s
     member = slot_name(s, w)
     redis.call('ZADD', ik, s, member)
     redis.call('SADD', KINDS, kind) -- (a kind with jobs has a slot: this is enough)
@@ -337,7 +340,7 @@ local function ready_add(kind, list)
     end
     c.jobs = c.jobs + call_many('ZADD', c.key, args)
     if c.width > 1 and c.jobs >= SLOT_MAX then
-      split_slot(ik, c)
+      split_slot(ik, c, list[i])
       last_slot[kind] = nil
     end
   end
