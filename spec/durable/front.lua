@@ -54,6 +54,31 @@ return function(env)
       assert.is_nil(q:get("n").payload)
     end)
 
+    -- (Redis writes the common job's encoding itself: short strings, a
+    -- time after 1970; these are the others too, with ids made and given)
+    it("keeps kinds and payloads of any length, and a due time before 1970", function()
+      local q = assert(env.open())
+      local made, cases = {}, {}
+      for _, n in ipairs({ 0, 1, 31, 32, 255, 256, 65535, 70000 }) do
+        -- (a kind's length with another payload's: each long one beside a short one)
+        local kind, payload = "k" .. string.rep("i", ({ 300, 254, 31, 0, 30, 299, 1, 40 })[#cases / 2 + 1]),
+          string.rep(string.char(n % 256), n)
+        cases[#cases + 1] = { kind = kind, payload = payload }
+        made[#made + 1] = assert(q:schedule(kind, 60, payload))
+        assert(q:schedule(kind, 60, payload, { id = "given" .. n }))
+        cases[#cases + 1] = { kind = kind, payload = payload, id = "given" .. n }
+      end
+      for i, c in ipairs(cases) do
+        local job = q:get(c.id or made[(i + 1) / 2])
+        assert.equal(c.kind, job.kind)
+        assert.equal(c.payload, job.payload)
+      end
+      local old = assert(q:at("old", -86400.25, "x"))
+      assert(q:at("old", -1, nil, { id = "o" }))
+      assert.same({ "old", -86400.25, "x" }, { q:get(old).kind, q:get(old).due, q:get(old).payload })
+      assert.same({ "old", -1 }, { q:get("o").kind, q:get("o").due })
+    end)
+
     it("replaces the job when opts.id exists, even of another kind", function()
       local q = assert(env.open())
       local runs = {}
