@@ -54,8 +54,7 @@ return function(env)
       assert.is_nil(q:get("n").payload)
     end)
 
-    -- (Redis writes the common job's encoding itself: short strings, a
-    -- time after 1970; these are the others too, with ids made and given)
+    -- (with ids made and given: with Redis, the intake's path and put's)
     it("keeps kinds and payloads of any length, and a due time before 1970", function()
       local q = assert(env.open())
       local made, cases = {}, {}

@@ -452,25 +452,6 @@ local function jset_all(w)
     end
   end
 end
--- A new job as `pack` writes it (kind, due, every, 0, '', payload, false,
--- 0, due), in MessagePack written here for the common one (short strings,
--- whole non-negative times, no schedule): cmsgpack.pack took 0.36 us a
--- job of the drain's 3.4 (Redis 7.0); anything else goes to pack.
-local char, spack = string.char, struct.pack
-local function mp_str(v)
-  local n = #v
-  if n < 32 then return char(0xa0 + n) .. v end
-  if n < 256 then return '\217' .. char(n) .. v end
-end
-local function mp_uint(v) -- (any width is MessagePack: 8 bytes for all)
-  if v >= 0 and v < 2 ^ 53 and v % 1 == 0 then return '\207' .. spack('>I8', v) end
-end
-local function pack_new(kind, due, every, payload, s)
-  local k, d, e = not s and mp_str(kind), mp_uint(due), mp_uint(every)
-  local p = payload == false and '\194' or mp_str(payload)
-  if k and d and e and p then return k .. d .. e .. '\0\160' .. p .. '\194\0' .. d end
-  return pack(kind, due, every, 0, '', payload, false, 0, due, s)
-end
 -- Collect the jobs of `jobs_in` (as `put` takes them; a relative due time
 -- counts from `at`) into `w` for jset_all, taking a replaced job out of its
 -- index; each kind's { ready, id, ... } goes to kinds[kind] for ready_add,
@@ -505,8 +486,7 @@ local function put_jobs(jobs_in, at, kinds, w, out, format)
         w.new = w.new + 1
       end
       local n = #ids + 1
-      ids[n], raws[n] = id, attempt == 0 and pack_new(kind, due, every, payload, s) or
-        pack(kind, due, every, attempt, '', payload, false, 0, due, s)
+      ids[n], raws[n] = id, pack(kind, due, every, attempt, '', payload, false, 0, due, s)
       local list = kinds[kind]
       if not list then
         list = {}
