@@ -200,26 +200,36 @@ describe("hwtimer.durable with Redis", function()
       for i = 1, 100 do assert.equal(1, ran["old-" .. i], "old-" .. i) end
     end)
 
-    -- A store of format 3 as format 3 wrote it: a periodic job (nine values,
-    -- no schedule) in bucket 0 and its kind's slot, and a job in the intake
-    -- at {p:q}:in (format 3's encoding of a job, after TIME's two fields).
+    -- A store of format 3 or 4 as it wrote it: a job "tick" of kind "t"
+    -- (nine values, no schedule; periodic when every_us > 0) in bucket 0
+    -- and its kind's slot, and an entry in the intake of that format,
+    -- {p:q}:in or {p:q}:intake (the encoding of jobs of that format, after
+    -- TIME's two fields); in format 4, format 3's intake fenced.
     local function u32(n)
       return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
     end
     local function str(x) return u32(#x) .. x end
-    local function format_3(tag, due_us, every_us, entry)
+    local function old_store(format, tag, due_us, every_us, entry)
       client:eval([[
         local due, every = tonumber(ARGV[1]), tonumber(ARGV[2])
-        redis.call('HSET', KEYS[1], 'app', 'hwtimer.durable', 'format', '3', 'buckets', 1, 'jobs', 1)
+        redis.call('HSET', KEYS[1], 'app', 'hwtimer.durable', 'format', ARGV[4], 'buckets', 1, 'jobs', 1)
         redis.call('HSET', KEYS[2], 'tick', cmsgpack.pack('t', due, every, 0, '', 'hb', false, 0, due))
         local w = 2 ^ 40
         local start = math.floor(due / w) * w
         redis.call('ZADD', KEYS[3], start, string.format('%.0f/%.0f', start, w))
         redis.call('ZADD', KEYS[3] .. ':' .. string.format('%.0f', start), due, 'tick')
         redis.call('SADD', KEYS[4], 't')
-        redis.call('RPUSH', KEYS[5], ARGV[3])
-      ]], 5, tag .. ":meta", tag .. ":j:0", tag .. ":r:1:t", tag .. ":kinds", tag .. ":in",
-        string.format("%.0f", due_us), string.format("%.0f", every_us), entry) -- (LuaJIT's tostring: 14 digits)
+        redis.call('RPUSH', KEYS[ARGV[4] == '3' and 5 or 6], ARGV[3])
+        if ARGV[4] == '4' then redis.call('SET', KEYS[5], 'fence of format 3') end
+      ]], 6, tag .. ":meta", tag .. ":j:0", tag .. ":r:1:t", tag .. ":kinds", tag .. ":in", tag .. ":intake",
+        string.format("%.0f", due_us), string.format("%.0f", every_us), entry, tostring(format)) -- (LuaJIT's tostring: 14 digits)
+    end
+    -- `key` a fence: a process of the format whose intake it was fails its
+    -- first command there (every script reads or pushes to it first)
+    local function assert_fence(key)
+      assert.equal("string", client:type(key))
+      assert.has_error(function() client:lrange(key, 0, -1) end)
+      assert.has_error(function() client:rpush(key, "x") end)
     end
 
     it("upgrades a store of format 3 to 5, its jobs and intake kept, and fences the processes of format 3", function()
@@ -230,16 +240,14 @@ describe("hwtimer.durable with Redis", function()
       -- a job of a fresh id, due 60 s after the TIME of its entry
       local entry = t[1] .. " " .. t[2] .. " " .. str("fresh-1") .. str("k") .. "\1\1\1" .. str("q") .. str("60000000") ..
         str("0")
-      format_3(tag, due_us, 2000000, entry)
+      old_store(3, tag, due_us, 2000000, entry)
       q = assert(open())
       assert.equal("5", client:hget(tag .. ":meta", "format"))
       -- the intake of format 3 moved in, and made a string: every script of
       -- a process of format 3 reads or pushes to that list first, and fails
       -- there, having written nothing
-      assert.equal("string", client:type(tag .. ":in"))
-      assert.has_error(function() client:lrange(tag .. ":in", 0, -1) end)
-      assert.has_error(function() client:rpush(tag .. ":in", "x") end)
-      assert.equal("string", client:type(tag .. ":intake"))
+      assert_fence(tag .. ":in")
+      assert_fence(tag .. ":intake")
       assert.equal(0, client:llen(tag .. ":inbox"))
       local fresh = q:get("fresh-1")
       assert.same({ "k", "q", 0 }, { fresh.kind, fresh.payload, fresh.attempt })
@@ -275,41 +283,27 @@ describe("hwtimer.durable with Redis", function()
       -- it made (24 hex digits) in the intake at {p:q}:intake, due 0.2 s
       -- after the TIME of its entry, and format 3's intake fenced
       local made = "0123456789abcdef01234567"
-      local entry = t[1] .. " " .. t[2] .. " " .. str(made) .. str("k") .. "\1\1\1" .. str("q") .. str("200000") ..
+      local entry = t[1] .. " " .. t[2] .. " " .. str(made) .. str("t") .. "\1\1\1" .. str("q") .. str("200000") ..
         str("0") .. str("")
-      client:eval([[
-        local due = tonumber(ARGV[1])
-        redis.call('HSET', KEYS[1], 'app', 'hwtimer.durable', 'format', '4', 'buckets', 1, 'jobs', 1)
-        redis.call('HSET', KEYS[2], 'old-1', cmsgpack.pack('k', due, 0, 0, '', 'p', false, 0, due))
-        local w = 2 ^ 40
-        local start = math.floor(due / w) * w
-        redis.call('ZADD', KEYS[3], start, string.format('%.0f/%.0f', start, w))
-        redis.call('ZADD', KEYS[3] .. ':' .. string.format('%.0f', start), due, 'old-1')
-        redis.call('SADD', KEYS[4], 'k')
-        redis.call('RPUSH', KEYS[5], ARGV[2])
-        redis.call('SET', KEYS[6], 'fence of format 3')
-      ]], 6, tag .. ":meta", tag .. ":j:0", tag .. ":r:1:k", tag .. ":kinds", tag .. ":intake", tag .. ":in",
-        string.format("%.0f", due_us), entry)
+      old_store(4, tag, due_us, 0, entry)
       q = assert(open())
       assert.equal("5", client:hget(tag .. ":meta", "format"))
       -- the intake of format 4 moved in, and made a string: a process of
       -- format 4 fails its first command, having written nothing
-      assert.equal("string", client:type(tag .. ":intake"))
-      assert.has_error(function() client:lrange(tag .. ":intake", 0, -1) end)
-      assert.has_error(function() client:rpush(tag .. ":intake", "x") end)
-      assert.equal("string", client:type(tag .. ":in"))
+      assert_fence(tag .. ":intake")
+      assert_fence(tag .. ":in")
       assert.equal(0, client:llen(tag .. ":inbox"))
       assert.is_true(math.abs(q:get(made).due - (tonumber(t[1]) + tonumber(t[2]) / 1e6 + 0.2)) < 1e-5)
-      assert.equal("p", q:get("old-1").payload)
+      assert.equal("hb", q:get("tick").payload)
       -- an id made now (26 hex digits) goes in a block; all three run once
-      local new = assert(q:schedule("k", 0.1))
+      local new = assert(q:schedule("t", 0.1))
       assert.equal(26, #new)
       assert.equal(3, q:pending())
       local ran = {}
-      q:handle("k", function(job) ran[job.id] = (ran[job.id] or 0) + 1 end)
+      q:handle("t", function(job) ran[job.id] = (ran[job.id] or 0) + 1 end)
       assert.is_true(wait(function() return q:pending() == 0 end))
       timer:run(0.1)
-      assert.same({ [made] = 1, ["old-1"] = 1, [new] = 1 }, ran)
+      assert.same({ [made] = 1, tick = 1, [new] = 1 }, ran)
       q:close()
       -- opened again: format 5, the fences in place; a list there is refused
       q = assert(open())
