@@ -48,6 +48,7 @@ build = {
     ["hwtimer.durable.redis_ops"] = "lua/hwtimer/durable/redis_ops.lua",
     ["hwtimer.durable.redis_open"] = "lua/hwtimer/durable/redis_open.lua",
     ["hwtimer.durable.redis_schedules"] = "lua/hwtimer/durable/redis_schedules.lua",
+    ["hwtimer.durable.redis_slots"] = "lua/hwtimer/durable/redis_slots.lua",
     ["hwtimer.durable.redis_client"] = "lua/hwtimer/durable/redis_client.lua",
     ["hwtimer.durable.redis_batch"] = "lua/hwtimer/durable/redis_batch.lua",
     ["hwtimer.jobs_cli"] = "lua/hwtimer/jobs_cli.lua",
