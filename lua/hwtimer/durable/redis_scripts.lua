@@ -150,7 +150,9 @@ local buckets, jobs, hashed, pow -- (jobs: all of them; hashed: those in the num
 local function bucket_state()
   if buckets then return end
   local m = redis.call('HMGET', META, 'buckets', 'jobs', 'hashed')
-  buckets, jobs, hashed = tonumber(m[1]) or 1, tonumber(m[2]) or 0, tonumber(m[3]) or 0
+  -- (no 'hashed' before format 5, when every job was in a numbered bucket)
+  buckets, jobs = tonumber(m[1]) or 1, tonumber(m[2]) or 0
+  hashed = tonumber(m[3]) or jobs
   pow = 1
   while pow * 2 <= buckets do pow = pow * 2 end
 end
