@@ -122,8 +122,12 @@ $(CBUILD)/test_worker: csrc/test/test_worker.c $(CORE_SRC) $(HDR)
 
 # ---- Debian packages: installed when root, else the command is printed ------
 
+# (node, npm and a JDK may come from elsewhere, e.g. NodeSource's nodejs,
+# which bundles npm and conflicts with Debian's: their commands are enough)
 deps:
 	@missing=""; for p in $(PACKAGES); do \
+	  case $$p in nodejs) c=node;; npm) c=npm;; default-jdk-headless) c=javac;; *) c="";; esac; \
+	  if [ -n "$$c" ] && command -v $$c >/dev/null; then continue; fi; \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
