@@ -8,7 +8,10 @@
 --
 -- usage: lua bench/w5.lua MODE [scale]
 --   MODE   default      the Lua's own collector settings
---          inc          collectgarbage("incremental", 150, 200, 8)    (5.4)
+--          advised      collectgarbage("incremental", 200, 10, 8) (5.4) and
+--                       timer:run{ gc_step = true }: what docs/performance.md
+--                       advises and the demo takes
+--          inc          collectgarbage("incremental", 150, 200, 8)    (5.4, the advice before)
 --          steps10      collectgarbage("incremental", 0, 0, 10): only the step size (1 KB)
 --          gen          collectgarbage("generational")                (5.4)
 --          gc_step      default settings, timer:run{ gc_step = true }
@@ -26,7 +29,10 @@ local SECONDS = SCALE >= 1 and 6 or 2
 local REQUEST_TIMEOUT, LOST, FAILED, MAX_ATTEMPTS, BACKOFF = 0.2, 0.02, 0.05, 4, 0.05
 
 local run_opts
-if MODE == "inc" or MODE == "inc_gc_step" then
+if MODE == "advised" then
+  if _VERSION == "Lua 5.4" then collectgarbage("incremental", 200, 10, 8) end
+  run_opts = { gc_step = true }
+elseif MODE == "inc" or MODE == "inc_gc_step" then
   assert(collectgarbage("incremental", 150, 200, 8), "this Lua has no collectgarbage('incremental')")
 elseif MODE == "steps10" then
   assert(collectgarbage("incremental", 0, 0, 10), "this Lua has no collectgarbage('incremental')")
@@ -34,7 +40,7 @@ elseif MODE == "gen" then
   assert(collectgarbage("generational"), "this Lua has no generational mode")
 elseif MODE == "stop" then
   collectgarbage("stop")
-elseif MODE ~= "default" and MODE ~= "gc_step" then
+elseif MODE ~= "default" and MODE ~= "gc_step" and MODE ~= "advised" then
   error("unknown mode " .. MODE)
 end
 if MODE:find("gc_step", 1, true) then run_opts = { gc_step = true } end
@@ -46,7 +52,7 @@ local timer = hwtimer.new({ tick = 0.001 })
 -- Lateness histogram: 10 us buckets up to 100 ms, preallocated (no growth
 -- while measuring), and the exact maximum.
 local BUCKET, NB = 1e-5, 10000
-local hist, fired, late_max, early = {}, 0, 0, 0
+local hist, fired, late_max, early, peak_kb = {}, 0, 0, 0, 0
 for i = 0, NB do hist[i] = 0 end
 local measuring = false
 
@@ -55,6 +61,8 @@ local function record(due)
   local late = now() - due
   if late < 0 then early = early + 1; late = 0 end
   if late > late_max then late_max = late end
+  local kb = collectgarbage("count") -- the heap's peak, sampled at each callback
+  if kb > peak_kb then peak_kb = kb end
   local b = math.floor(late / BUCKET)
   if b > NB then b = NB end
   hist[b] = hist[b] + 1
@@ -132,6 +140,6 @@ local lua = jit and "jit" or _VERSION:match("%d+%.%d+")
 -- cb_max: the longest callback, a collector step inside it included (the
 -- callbacks themselves take microseconds)
 print(string.format("system=hwtimer workload=w5 lua=%s mode=%s late_p50_ms=%.3f late_p99_ms=%.3f late_max_ms=%.3f"
-  .. " early=%d callbacks_per_s=%.0f heap_kb=%.0f cb_max_ms=%.3f", lua, MODE, q(0.5), q(0.99), late_max * 1000,
-  early, fired / secs, (kb0 + collectgarbage("count")) / 2, timer:stats().cb_max * 1000))
+  .. " early=%d callbacks_per_s=%.0f heap_kb=%.0f peak_kb=%.0f cb_max_ms=%.3f", lua, MODE, q(0.5), q(0.99),
+  late_max * 1000, early, fired / secs, (kb0 + collectgarbage("count")) / 2, peak_kb, timer:stats().cb_max * 1000))
 os.exit(0)
