@@ -99,7 +99,9 @@ function systems.luv()
   function s.schedule(delay, cb)
     local t = uv.new_timer()
     uv.update_time() -- luv measures from its cached loop time: keep it fresh
-    t:start(math.ceil(delay * 1000), 0, function() cb(t); fire(t) end)
+    -- (a delay gone negative, when scheduling ran late, is due now: luv takes
+    -- its milliseconds unsigned, and -1 would never fire)
+    t:start(math.max(0, math.ceil(delay * 1000)), 0, function() cb(t); fire(t) end)
     return t
   end
   function s.cancel(t) t:stop(); t:close() end

@@ -94,7 +94,7 @@ static double catch_up(sqlite3 *db, sqlite3_stmt *ins, int n, double base)
 		"UPDATE hwtimer_jobs SET ready = ?3, owner = ?4, attempt = attempt + 1 "
 		"WHERE seq IN (SELECT seq FROM hwtimer_jobs WHERE queue = ?1 AND dead = 0 AND ready <= ?2 "
 		"AND kind IN (SELECT kind FROM temp.hwtimer_handled) ORDER BY ready LIMIT ?5) "
-		"RETURNING seq, id, kind, payload, due, attempt, every");
+		"RETURNING seq, id, kind, payload, due, attempt, period");
 	del = prepare(db, "DELETE FROM hwtimer_jobs WHERE seq = ?1 AND owner = ?2");
 	insert(db, ins, 0, n, base - 7200); /* due an hour ago and earlier */
 	check(db, sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), "commit");
@@ -145,7 +145,7 @@ int main(int argc, char **argv)
 	check(db, sqlite3_exec(db, pragma, NULL, NULL, NULL), "synchronous");
 	check(db, sqlite3_exec(db, slurp(argv[2]), NULL, NULL, NULL), "schema");
 	check(db, sqlite3_prepare_v2(db,
-		"INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, every) "
+		"INSERT OR REPLACE INTO hwtimer_jobs (queue, id, kind, payload, due, ready, period) "
 		"VALUES (?1, ?2, ?3, ?4, ?5, ?5, ?6)", -1, &st, NULL), "prepare");
 	t0 = now();
 	insert(db, st, 0, one, base);
