@@ -144,7 +144,7 @@ end
 figures[#figures + 1] = { "w4", "growth", string.format("W4 cost %g / cost 1e3", largest), "low", "<=", 1.3 }
 -- (W4's first pass, on a heap still growing: no target, the kernel's faults)
 figures[#figures + 1] = { "w4", "pair_cold_ns_" .. largest,
-  string.format("W4 pair at %g, heap growing (ns)", largest), "low" }
+  string.format("W4 %g, heap growing (ns)", largest), "low" }
 
 -- The last column is a floor, not a peer: the C core alone for W1 and W4, the
 -- machine's own wake-up lateness for W2b's deadlines (bench/floor.c).
