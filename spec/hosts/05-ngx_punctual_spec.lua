@@ -10,6 +10,7 @@
 -- connects, where nginx's event loop is the bound for both.) Runs in the
 -- LuaJIT spec run.
 local N = require("spec.nginx")
+local helpers = require("spec.helpers")
 local socket = require("socket")
 
 local CONF = [[
@@ -145,21 +146,16 @@ describe("OpenResty: callbacks that do not wait stay on time amid I/O (hwtimer.n
     local n_io, hold, at = case[1], case[2], case[3]
     it(("keeps 1,000 counting callbacks within 1 ms of ngx.timer.at's p99 while %d wait on cosockets"):format(n_io),
     function()
-      -- A neighbour on this shared machine can hold up one burst by a few
-      -- ms; a runner that holds back callbacks behind waiting ones holds
-      -- them `hold` seconds, every time. So a case that misses runs again
-      -- once, and fails when it misses twice.
-      local miss
-      for _ = 1, 2 do
+      -- (a runner that holds back callbacks behind waiting ones holds them
+      -- `hold` seconds, every time: helpers.miss_twice)
+      assert.is_false(helpers.miss_twice(function()
         local h1, h2 = two_bursts("hwtimer", n_io, hold, at)
         local t1, t2 = two_bursts("ngx", n_io, hold, at)
         print(("\n  %d waiting on cosockets: p99 lateness of 1,000, first burst / next: hwtimer.ngx %s / %s, ngx.timer.at %s / %s")
           :format(n_io, ms(h1), ms(h2), ms(t1), ms(t2)))
-        miss = h1 > t1 + 0.001 and ("first burst: hwtimer.ngx %s, ngx.timer.at %s"):format(ms(h1), ms(t1))
+        return h1 > t1 + 0.001 and ("first burst: hwtimer.ngx %s, ngx.timer.at %s"):format(ms(h1), ms(t1))
           or h2 > t2 + 0.001 and ("next burst: hwtimer.ngx %s, ngx.timer.at %s"):format(ms(h2), ms(t2))
-        if not miss then break end
-      end
-      assert.is_false(miss)
+      end))
     end)
   end
 end)

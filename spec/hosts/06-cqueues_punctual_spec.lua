@@ -8,6 +8,7 @@
 -- (hwtimer.copas has no such spec: Debian's copas 1.1.7 has no sleep to
 -- compare with, and luasocket's select takes at most 1,024 sockets.)
 local hwtimer = require("hwtimer")
+local helpers = require("spec.helpers")
 
 local ok_cq, cqueues = pcall(require, "cqueues")
 
@@ -16,11 +17,6 @@ local ok_cq, cqueues = pcall(require, "cqueues")
 -- after the connects stays a window.
 local SLOW = math.min(tonumber(os.getenv("HWT_SLOW")) or 1, 10)
 local N_IO, HOLD, AT, TICK = 2000, 0.6 * SLOW, 0.3 * SLOW, 0.001
-
-local function p99(list)
-  table.sort(list)
-  return list[math.ceil(#list * 0.99)]
-end
 
 -- One burst on a fresh controller; `sys` "hwtimer" or "cqueues". Returns
 -- the 1,000's p99 lateness and how many round trips came back.
@@ -78,10 +74,9 @@ local function burst(sys)
   timer:close()
   assert.equal(1000, #late)
   assert.equal(N_IO, back)
-  return p99(late)
+  return helpers.p99(late)
 end
 
-local function ms(s) return ("%.2f ms"):format(s * 1000) end
 
 describe("cqueues: callbacks that do not wait stay on time amid I/O (hwtimer.cqueues)", function()
   if not ok_cq then
@@ -91,16 +86,18 @@ describe("cqueues: callbacks that do not wait stay on time amid I/O (hwtimer.cqu
 
   it("keeps 1,000 counting callbacks within 1 ms (beyond the tick) of cqueues.sleep's p99 while 2,000 wait on sockets",
   function()
-    -- as in 05-ngx_punctual: a neighbour may hold up one burst by a few ms,
-    -- a callback queued behind waiting ones waits HOLD; a miss runs again once
-    local miss
-    for _ = 1, 2 do
+    -- A process's first burst pays for the memory it touches first (2,000
+    -- sockets and their coroutines; a page fault costs up to ~13 us on
+    -- this VM): 40-150 ms late for whichever system runs first, warm runs
+    -- 1-2 ms. So one burst of each first, not measured.
+    burst("hwtimer")
+    burst("cqueues")
+    local ms = helpers.ms
+    assert.is_false(helpers.miss_twice(function()
       local h, c = burst("hwtimer"), burst("cqueues")
       print(("\n  2,000 waiting on sockets: p99 lateness of 1,000: hwtimer.cqueues %s, cqueues.sleep %s")
         :format(ms(h), ms(c)))
-      miss = h > c + (TICK + 0.001) * SLOW and ("hwtimer.cqueues %s, cqueues.sleep %s"):format(ms(h), ms(c))
-      if not miss then break end
-    end
-    assert.is_false(miss)
+      return h > c + (TICK + 0.001) * SLOW and ("hwtimer.cqueues %s, cqueues.sleep %s"):format(ms(h), ms(c))
+    end))
   end)
 end)
