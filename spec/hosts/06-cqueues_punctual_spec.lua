@@ -77,7 +77,6 @@ local function burst(sys)
   return helpers.p99(late)
 end
 
-
 describe("cqueues: callbacks that do not wait stay on time amid I/O (hwtimer.cqueues)", function()
   if not ok_cq then
     it("needs cqueues", function() pending("cqueues is not installed for " .. _VERSION) end)
