@@ -41,6 +41,7 @@ http {
     end)
     -- a queue no process polls (no handler): only its schedulers move its intake in
     require("hwtimer.durable.ngx").open("far", timer, { redis = connect, prefix = "far" })
+    require("hwtimer.durable.ngx").open("rounds", timer, { redis = connect, prefix = "rounds" })
   }
   server {
     listen 127.0.0.1:@PORT@;
@@ -64,6 +65,25 @@ http {
         local id
         id, err = q:schedule("far", 3600)
         if not id then break end
+      end
+      ngx.say(err and "nil " .. tostring(err) or "ok")
+    } }
+    # n light threads, each scheduling k jobs in the queue "rounds" (no
+    # handler either), one after another: "ok" or the first error
+    location = /rounds { content_by_lua_block {
+      local q, err = require("hwtimer.durable.ngx").get("rounds")
+      local threads = {}
+      for i = 1, tonumber(ngx.var.arg_n) do
+        threads[i] = ngx.thread.spawn(function()
+          for _ = 1, tonumber(ngx.var.arg_k) do
+            local id, e = q:schedule("far", 3600)
+            if not id then return e end
+          end
+        end)
+      end
+      for i = 1, #threads do
+        local _, e = ngx.thread.wait(threads[i])
+        err = err or e
       end
       ngx.say(err and "nil " .. tostring(err) or "ok")
     } }
@@ -187,6 +207,21 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
       assert.same({ got[i].ok }, runs["a-" .. i], "job a-" .. i)
     end
     print(string.format("\n    64 concurrent schedules: %d add calls (round trips)", trips))
+  end)
+
+  it("callers that schedule again as soon as they are answered go together: a round trip for each round", function()
+    -- 32 callers, 20 jobs each: after the first round trip (the first
+    -- caller's job alone), each round trip carries every caller's next job.
+    -- The caller that sent a round trip is answered first (it need not be
+    -- woken); were its next job sent at once, alone, the round trips would
+    -- alternate one job and 31: 40 of them.
+    local n, k = 32, 20
+    local before = rpush_calls(redis.port)
+    local status, body = N.get(port, "/rounds?n=" .. n .. "&k=" .. k, 30)
+    assert.equal("ok\n", body, status)
+    local trips = rpush_calls(redis.port) - before
+    assert.is_true(trips <= k + 2, trips .. " add calls for " .. k .. " rounds of " .. n .. " callers")
+    print(string.format("\n    %d callers x %d jobs one after another: %d add calls", n, k, trips))
   end)
 
   it("moves the intake of a queue no process polls in, in a timer, once it holds 500 jobs", function()

@@ -9,6 +9,15 @@
 -- is first in line when a round trip ends sends the next, so no caller
 -- waits for more than the round trip in flight and its own.
 --
+-- A round trip that ends wakes the callers it carried, who often schedule
+-- again at once (a request that schedules several jobs, a worker's
+-- callers under load). A schedule that comes before they have all woken
+-- does not send at once, alone: it waits until the last of them has woken
+-- (or GATHER has passed), so that their next jobs go with it. Without
+-- this, the caller that sent a round trip, answered first as it needs no
+-- wake-up, sent its next job alone, and round trips alternated one job and
+-- all the others (32.5 jobs a trip with 64 callers, measured).
+--
 -- Each caller gets its own answer, only once its job is stored: the due
 -- time, or nil and the message of the failed round trip (which failed
 -- exactly the jobs it carried, and no other). A caller whose job was never
@@ -31,6 +40,10 @@ M.MAX = 256
 -- request ended while it waited) and the first in line sends the next.
 M.WAIT = 60
 
+-- The longest a schedule waits for the callers of the round trip that has
+-- just ended to wake (one of them may never: its request was ended).
+M.GATHER = 0.002
+
 local Batch = {}
 Batch.__index = Batch
 
@@ -38,15 +51,33 @@ Batch.__index = Batch
 -- jobs (a list of the engine's `add` arguments) and returns the reply, or
 -- nil and a message.
 function M.new(send)
-  return setmetatable({ send = send, line = {}, busy = false, since = 0, trips = 0 }, Batch)
+  return setmetatable({ send = send, line = {}, busy = false, since = 0, trips = 0, waking = 0 }, Batch)
 end
 
--- Answer the callers of a round trip: its reply, or its error.
-local function answer(entries, res, err)
+-- Answer the callers of a round trip: its reply, or its error. Those who
+-- wait are woken (counted in `waking` until they have).
+local function answer(self, entries, res, err)
+  local waking = 0
   for i = 1, #entries do
     local e = entries[i]
     e.done, e.res, e.err = true, res, err
-    if e.sema then e.sema:post(1) end
+    if e.sema then
+      e.trip, waking = self.trips, waking + 1
+      e.sema:post(1)
+    end
+  end
+  self.waking = waking
+end
+
+-- A caller of the last round trip has woken: the last of them lets the
+-- schedule that waits for them (if any) send.
+local function woken(self, e)
+  if e.trip ~= self.trips then return end
+  self.waking = self.waking - 1
+  local g = self.gathering
+  if self.waking == 0 and g then
+    self.gathering = nil
+    g.sema:post(1)
   end
 end
 
@@ -65,7 +96,7 @@ local function trip(self)
   self.busy, self.since, self.trips = true, ngx.now(), self.trips + 1
   local ok, res, err = pcall(self.send, jobs)
   if not ok then res, err = nil, tostring(res) end
-  answer(entries, res, err)
+  answer(self, entries, res, err)
 end
 
 -- After a round trip: the first in line (if any) sends the next.
@@ -95,6 +126,7 @@ local function wait(self, e)
     leave_line(self, e)
     return nil, "cannot wait for the round trip in flight here: " .. tostring(err)
   end
+  if e.done then woken(self, e) end
   if e.done or e.lead then return true end
   if e.sent then -- its sender's request ended in the round trip (killed)
     return nil, "no answer from Redis in " .. M.WAIT .. " s (the job may be stored)"
@@ -109,6 +141,16 @@ local function wait(self, e)
   return true
 end
 
+-- e waits for the callers of the round trip that has just ended to wake
+-- (at most GATHER), then sends with theirs. Where it cannot wait, it sends.
+local function gather(self, e)
+  e.sema = semaphore.new()
+  self.gathering, self.since = e, ngx.now() -- (if e's request ends here, as a sender's)
+  pcall(e.sema.wait, e.sema, M.GATHER)
+  if self.gathering == e then self.gathering = nil end
+  self.waking = 0
+end
+
 --- res, err = b:add(job): store `job` with those of the other callers
 -- waiting now; returns send's reply for its round trip (or nil and its
 -- message).
@@ -116,11 +158,15 @@ function Batch:add(job)
   local e = { job = job }
   local line = self.line
   line[#line + 1] = e
-  if self.busy then
+  if not self.busy and self.waking > 0 then
+    self.busy = true -- those who come meanwhile join the line behind e
+    gather(self, e)
+  elseif self.busy then
     local ok, err = wait(self, e)
     if not ok then return nil, err end
     if e.done then return e.res, e.err end
   end
+  e.sema = nil -- (e is answered by its own round trip, not woken)
   trip(self) -- e's turn: its round trip, then the next sender's
   hand_on(self)
   return e.res, e.err
