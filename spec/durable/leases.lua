@@ -65,9 +65,10 @@ return function(env)
     -- 0.1 s (0.4 s, near three leases of 0.15 s), noting the lease left after
     -- each; `host` runs the loop with the peer that writes them until done.
     local function waits_on_io(host, read_line)
-      local left, done = {}, false
+      local left, done, calls = {}, false, 0
       local q = assert(env.open({ lease = 0.15 * SLOW, poll = 60, sweep = 60 }))
       q:handle("k", function(job)
+        calls = calls + 1
         for _ = 1, 4 do
           assert.equal("tick", read_line())
           left[#left + 1] = env.lease_end(job.id) - env.now()
@@ -77,6 +78,7 @@ return function(env)
       assert(q:schedule("k", 0.02))
       host(function() return done end)
       assert.is_true(done)
+      assert.equal(1, calls, "the job ran again while its lease held")
       for i = 1, 4 do assert.is_true(left[i] > 0, "after read " .. i .. ": lease ended " .. -left[i] .. " s ago") end
     end
 
@@ -95,6 +97,9 @@ return function(env)
     io_spec("cqueues", "cqueues", function()
       local cqueues, csocket = require("cqueues"), require("cqueues.socket")
       local cq, a, b = cqueues.new(), csocket.pair()
+      -- (a handler left without lines fails its read, rather than waiting
+      -- for ever: the loop would never end)
+      a:settimeout(2 * SLOW)
       local attached = require("hwtimer.cqueues").attach(env.timer(), cq)
       waits_on_io(function(done)
         cq:wrap(function() -- the peer

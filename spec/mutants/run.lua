@@ -45,13 +45,24 @@ local function scratch()
   return dir
 end
 
+-- Busted's flags for a mutant: stop at the first failure and, where the
+-- mutant names them (`filter`: parts of test names), run only the tests
+-- that concern it. Each part becomes a Lua pattern that matches it, every
+-- character but a letter or a digit a dot, so that the flags need no quotes.
+local function flags(filter)
+  local f = { "--no-keep-going" }
+  for _, text in ipairs(filter or {}) do f[#f + 1] = "--filter=" .. text:gsub("[^%w]", ".") end
+  return table.concat(f, " ")
+end
+
 -- Run `specs` on Lua `v` in the copy, each file for at most `limit` seconds
--- (a mutant's own, for one that makes a spec hang); returns passed?, the
--- failing file(s), log.
-local function run_specs(dir, v, specs, limit)
+-- (a mutant's own, for one that makes a spec hang), only the tests `filter`
+-- names (all if nil); returns passed?, the failing file(s), log.
+local function run_specs(dir, v, specs, limit, filter)
   local log = dir .. "/mutant.log"
   local cmd = string.format("cd %s && HWT_SPEC_LIMIT=%d make -s test-spec LUA_VERSION=%s "
-    .. "BUSTED_FLAGS=--no-keep-going SPECS=%s >%s 2>&1", q(dir), limit or LIMIT, v, q(table.concat(specs, " ")), log)
+    .. "BUSTED_FLAGS=%s SPECS=%s >%s 2>&1", q(dir), limit or LIMIT, v, q(flags(filter)), q(table.concat(specs, " ")),
+    log)
   local passed = sh(cmd)
   local out = read(log)
   local failed = out:match("spec files failed: ([^\n]*)") or (passed and "" or "the build")
@@ -161,7 +172,7 @@ for i, m in ipairs(chosen) do
       local a = original:find(m.from, 1, true)
       write(path, original:sub(1, a - 1) .. m.to .. original:sub(a + #m.from))
       local started = os.time()
-      local ok, failed = run_specs(dir, m.lua, m.specs, m.limit)
+      local ok, failed = run_specs(dir, m.lua, m.specs, m.limit, m.filter)
       write(path, original)
       if ok then
         survived[#survived + 1] = m.name
