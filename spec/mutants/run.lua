@@ -151,6 +151,14 @@ if not shard and JOBS > 1 and #chosen > 1 then
   os.exit(ok and failed == 0 and caught == #chosen and 0 or 1)
 end
 
+-- Whether busted ran a test at all in a log (a filter can match none).
+local function ran_any(out)
+  for n in out:gmatch("(%d+) successes? /") do
+    if tonumber(n) > 0 then return true end
+  end
+  return false
+end
+
 -- A shard's next mutant: one no other shard has claimed (mkdir is atomic).
 local function claim(i)
   return not claims or sh("mkdir " .. q(claims .. "/" .. i) .. " 2>/dev/null")
@@ -172,9 +180,12 @@ for i, m in ipairs(chosen) do
       local a = original:find(m.from, 1, true)
       write(path, original:sub(1, a - 1) .. m.to .. original:sub(a + #m.from))
       local started = os.time()
-      local ok, failed = run_specs(dir, m.lua, m.specs, m.limit, m.filter)
+      local ok, failed, out = run_specs(dir, m.lua, m.specs, m.limit, m.filter)
       write(path, original)
-      if ok then
+      if ok and m.filter and not ran_any(out) then -- (a test renamed: the list must follow)
+        broken[#broken + 1] = m.name
+        print(string.format("%2d  LIST     %s: its filter matches no test of %s", i, m.name, table.concat(m.specs, " ")))
+      elseif ok then
         survived[#survived + 1] = m.name
         print(string.format("%2d  SURVIVED %s (%s on Lua %s)", i, m.name, table.concat(m.specs, " "), m.lua))
       else
