@@ -268,8 +268,8 @@ uint64_t hwt_wheel_alert(const struct hwt_wheel *w, const struct hwt_node *n)
 	unsigned ring = n->slot >> w->bits, lvl = ring / 2;
 	uint64_t job = lvl ? start_of(w, block_of(w, n->expires, lvl), lvl) - span(w, lvl) : n->expires;
 	uint64_t swap;
-	if ((ring & 1) == w->cur[lvl])
-		return job; /* a current ring: only its job (or expiry) */
+	if (lvl == 0 || (ring & 1) == w->cur[lvl])
+		return job; /* a current ring: only its job; level 0: its expiry (see set_now) */
 	swap = start_of(w, block_of(w, w->now, lvl + 1) + 1, lvl + 1); /* it becomes current then */
 	return swap && swap < job ? swap : job;
 }
@@ -334,6 +334,20 @@ static void expire_slot(struct hwt_wheel *w, uint32_t slot)
 	unmark(w, slot);
 }
 
+/* Move now forward to `to` over no event. Level 0's rings swap when time
+ * enters a level-1 span; when that entry does nothing else, hwt_wheel_next
+ * does not stop there (a host told to wake at a block's end would find
+ * nothing due and wake again for the deadline), and the swap is done here,
+ * on the way. Level 0's current ring is then empty (its slots lay before the
+ * boundary, all of them events), and its next ring can only be one block
+ * ahead; when both rings are empty which one is current does not matter. */
+static void set_now(struct hwt_wheel *w, uint64_t to)
+{
+	if (block_of(w, to, 1) != block_of(w, w->now, 1) && w->summary[ring_of(w, 0, 1)])
+		w->cur[0] ^= 1;
+	w->now = to;
+}
+
 /* Everything that must happen at tick t (the next event), in order: jobs due
  * by t finish, as of the tick before t, since entering t may swap the rings
  * they fill; then levels enter their new spans, top down; then level 0's
@@ -341,7 +355,7 @@ static void expire_slot(struct hwt_wheel *w, uint32_t slot)
 static void step_to(struct hwt_wheel *w, uint64_t t)
 {
 	unsigned lvl;
-	w->now = t - 1; /* no event lies between the old now and t */
+	set_now(w, t - 1); /* no event lies between the old now and t */
 	for (lvl = w->levels - 1; lvl >= 1; lvl--)
 		if (job_active(w, lvl) && w->jobs[lvl].deadline <= t)
 			drain(w, lvl, UINT32_MAX);
@@ -362,13 +376,14 @@ static uint32_t first_not_job(const struct hwt_wheel *w, unsigned lvl, unsigned 
 }
 
 /* When level lvl >= 1 next needs enter_span: to swap level lvl-1's rings
- * (its next ring is occupied) or to start a job one span ahead of a node. */
+ * (its next ring is occupied; for level 0 that swap is done on the way, by
+ * set_now) or to start a job one span ahead of a node. */
 static uint64_t span_event(const struct hwt_wheel *w, unsigned lvl)
 {
 	uint64_t best = UINT64_MAX, first_start;
 	uint64_t next_span = start_of(w, block_of(w, w->now, lvl) + 1, lvl);
 	uint32_t i;
-	if (w->summary[ring_of(w, lvl - 1, 1)])
+	if (lvl >= 2 && w->summary[ring_of(w, lvl - 1, 1)])
 		best = next_span;
 	i = first_not_job(w, lvl, ring_of(w, lvl, 0), 0);
 	if (i != NO_SLOT) {
@@ -389,6 +404,8 @@ uint64_t hwt_wheel_next(const struct hwt_wheel *w)
 	uint32_t i = first_from(w, ring_of(w, 0, 0), 0);
 	if (i != NO_SLOT)
 		best = start_of(w, block_of(w, w->now, 1), 1) + i;
+	else if ((i = first_from(w, ring_of(w, 0, 1), 0)) != NO_SLOT)
+		best = start_of(w, block_of(w, w->now, 1) + 1, 1) + i;
 	for (lvl = 1; lvl < w->levels; lvl++) {
 		t = span_event(w, lvl);
 		if (t < best)
@@ -408,7 +425,7 @@ void hwt_wheel_advance(struct hwt_wheel *w, uint64_t to)
 		step_to(w, t);
 	}
 	if (to > w->now)
-		w->now = to;
+		set_now(w, to);
 }
 
 /* Whether the event at t only expires a level-0 slot: spans of every level
@@ -430,7 +447,7 @@ int hwt_wheel_expire(struct hwt_wheel *w, uint64_t to)
 		step_to(w, t);
 	}
 	if (to > w->now)
-		w->now = to;
+		set_now(w, to);
 	return 1;
 }
 

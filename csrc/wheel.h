@@ -13,7 +13,8 @@
  * following span into level l-1's next ring, and has most of a span to do it
  * (hwt_wheel_work). hwt_wheel_advance finishes a job itself if its deadline
  * comes first, so correctness never depends on the owner calling work.
- * At a block boundary the two rings of a level swap in O(1).
+ * At a block boundary the two rings of a level swap in O(1); level 0's swap
+ * is done on the way to the next expiry, not as an event of its own.
  *
  * Occupancy bitmaps (a summary word per ring over words of 64 slots) find the
  * next occupied slot without scanning empty ones. Nodes whose expiry has been
