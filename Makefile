@@ -345,6 +345,7 @@ bench: deps-bench
 	$(CBUILD)/sqlite_floor $(CBUILD) $(CBUILD)/durable_schema.sql 20000 200000 NORMAL 100000
 	@$(MAKE) --no-print-directory bench-bullmq
 	$(NGX_DURABLE_BENCH) 3 5
+	$(RUN_ENV) $(LUA) bench/cron.lua 1
 
 # The peer of the durable Redis mode: BullMQ's delayed jobs on a redis-server
 # of their own (bench/bullmq, npm packages pinned by its package-lock.json).
