@@ -312,12 +312,19 @@ int hwt_wheel_work(struct hwt_wheel *w, unsigned budget)
 
 /* ---- advancing ----------------------------------------------------------- */
 
+/* The slot of level lvl >= 1 that a drain job empties when time enters the
+ * span at t: the span after t's. */
+static uint32_t job_source(const struct hwt_wheel *w, unsigned lvl, uint64_t t)
+{
+	uint32_t d = digit(w, t, lvl) + 1;
+	return d <= slot_mask(w) ? slot_of(w, ring_of(w, lvl, 0), d) : slot_of(w, ring_of(w, lvl, 1), 0);
+}
+
 /* Time enters span `digit(t, lvl)` of level lvl >= 1 (t a multiple of U(lvl)). */
 static void enter_span(struct hwt_wheel *w, unsigned lvl, uint64_t t)
 {
-	uint32_t d = digit(w, t, lvl) + 1, src;
+	uint32_t src = job_source(w, lvl, t);
 	w->cur[lvl - 1] ^= 1; /* level lvl-1's next block is now its current one */
-	src = d <= slot_mask(w) ? slot_of(w, ring_of(w, lvl, 0), d) : slot_of(w, ring_of(w, lvl, 1), 0);
 	if (hwt_list_empty(&w->slots[src]))
 		return;
 	w->jobs[lvl].src = src;
@@ -428,12 +435,24 @@ void hwt_wheel_advance(struct hwt_wheel *w, uint64_t to)
 		set_now(w, to);
 }
 
-/* Whether the event at t only expires a level-0 slot: spans of every level
- * start at multiples of U(1), and so do drain jobs' deadlines (each is the
- * start of a span), so any other tick enters nothing and finishes no job. */
+/* Whether the event at t is one a host may step through (hwt_wheel_expire):
+ * it expires a level-0 slot and, at most, swaps level 0's rings, which
+ * set_now does on the way anyway. Spans of every level start at multiples
+ * of U(1), and so do drain jobs' deadlines (each is the start of a span), so
+ * any other tick enters nothing and finishes no job. At a multiple of U(1)
+ * level 1 enters a span: the host's too when that starts no job and no job
+ * is due to finish, unless a higher level enters one as well. */
 static int expiry_only(const struct hwt_wheel *w, uint64_t t)
 {
-	return (t & (span(w, 1) - 1)) != 0;
+	unsigned lvl;
+	if ((t & (span(w, 1) - 1)) != 0)
+		return 1;
+	if (w->levels > 2 && (t & (span(w, 2) - 1)) == 0)
+		return 0;
+	for (lvl = 1; lvl < w->levels; lvl++)
+		if (job_active(w, lvl) && w->jobs[lvl].deadline <= t)
+			return 0;
+	return hwt_list_empty(&w->slots[job_source(w, 1, t)]);
 }
 
 int hwt_wheel_expire(struct hwt_wheel *w, uint64_t to)

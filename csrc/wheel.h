@@ -87,9 +87,10 @@ void hwt_wheel_del(struct hwt_wheel *w, struct hwt_node *n);
 uint64_t hwt_wheel_alert(const struct hwt_wheel *w, const struct hwt_node *n);
 /* Move the wheel to tick `to` (>= now): every node due by then goes to `due`. */
 void hwt_wheel_advance(struct hwt_wheel *w, uint64_t to);
-/* advance(), but only through events that expire level-0 slots: it stops
- * before entering a span or finishing a drain job (work of unbounded size,
- * left to the wheel's driver). Returns 1 if it reached `to`, else 0. */
+/* advance(), but only through events that expire level-0 slots (and swap
+ * level 0's rings): it stops before starting or finishing a drain job
+ * (work of unbounded size, left to the wheel's driver) and before a level
+ * above 1 enters a span. Returns 1 if it reached `to`, else 0. */
 int hwt_wheel_expire(struct hwt_wheel *w, uint64_t to);
 /* Earliest tick at which advance() has work to do; UINT64_MAX if none. */
 uint64_t hwt_wheel_next(const struct hwt_wheel *w);

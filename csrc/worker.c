@@ -261,8 +261,10 @@ void hwt_worker_del_batch(struct hwt_worker *w, struct hwt_node *const *n, unsig
 /* Called with the lock held. A host that wakes at a deadline itself (its
  * poll timed out at timeout()) need not wait for the worker's wake-up and
  * pipe write, a second wake-up in series: when the worker is due by now, the
- * host expires the level-0 slots itself. Span entries and drains stay the
- * worker's, which wakes anyway and finds the rest. */
+ * host expires the level-0 slots itself, through level 1 entering a span
+ * that starts no drain (level 0's rings swap: a deadline at the first tick
+ * of a block is the host's too). Drains, and the span entries that start
+ * them, stay the worker's, which wakes anyway and finds the rest. */
 static void expire_for_host(struct hwt_worker *w, int64_t now_ns)
 {
 	uint64_t now = tick_of(w, now_ns);

@@ -167,16 +167,25 @@ static void op_advance(struct model *m)
 	verify_due(m);
 }
 
-/* The driver's share of the event at t: a span entered or a drain job due. */
+/* The driver's share of the event at t: a drain job due, a level above 1
+ * entering a span, or level 1 entering one that starts a job (the slot of
+ * its next span holds nodes). Level 1 entering an empty one only swaps
+ * level 0's rings: the host's. */
 static int needs_driver(const struct hwt_wheel *w, uint64_t t)
 {
-	unsigned lvl;
-	if ((t & ((UINT64_C(1) << w->bits) - 1)) == 0)
-		return 1;
+	unsigned lvl, bits = w->bits;
+	uint64_t u1 = UINT64_C(1) << bits;
+	uint32_t mask = (uint32_t)u1 - 1, d, src;
 	for (lvl = 1; lvl < w->levels; lvl++)
 		if (w->jobs[lvl].src != UINT32_MAX && w->jobs[lvl].deadline <= t)
 			return 1;
-	return 0;
+	if ((t & (u1 - 1)) != 0)
+		return 0;
+	if (w->levels > 2 && (t & ((u1 << bits) - 1)) == 0)
+		return 1;
+	d = (uint32_t)(t >> bits & mask) + 1;
+	src = d <= mask ? (uint32_t)(2 + w->cur[1]) << bits | d : (uint32_t)(2 + (w->cur[1] ^ 1)) << bits;
+	return !hwt_list_empty(&w->slots[src]);
 }
 
 /* The host's cheap advance: it reaches its target or stops right before an

@@ -4,8 +4,9 @@
  * then many started workers on the process's one driver thread.
  *
  * A host that wakes at a deadline takes what is due by its clock reading
- * without waiting for the worker (level-0 expiries only); anything that needs
- * the worker (entering a span, draining a level) is left to it.
+ * without waiting for the worker (level-0 expiries, through level 0's ring
+ * swap); anything that needs the worker (starting or finishing a drain, a
+ * level above 1 entering a span) is left to it.
  *
  * usage: test_worker
  */
@@ -58,6 +59,37 @@ static void host_takes_a_level0_expiry(void)
 	hwt_worker_take(&w, &into, hwt_worker_time_of(&w, tick));
 	expect(taken(&into, &n), "not taken at its tick with the worker asleep");
 	hwt_worker_destroy(&w);
+}
+
+/* A deadline at the first tick of level 0's next block: there level 1
+ * enters a span, which only swaps level 0's rings when it starts no drain,
+ * so the host takes it; when the entry starts a drain (a node in level 1's
+ * next span), the host leaves the tick to the worker. */
+static void host_takes_a_deadline_at_a_block_start(void)
+{
+	struct hwt_worker w;
+	struct hwt_node n, far;
+	struct hwt_link into;
+	int pass;
+	for (pass = 0; pass < 2; pass++) {
+		expect(hwt_worker_init(&w, MS, 4) == 0, "init");
+		hwt_node_init(&n);
+		hwt_node_init(&far);
+		hwt_list_init(&into);
+		hwt_worker_add(&w, &n, 16, w.origin + MS / 2);
+		if (pass)
+			hwt_worker_add(&w, &far, 40, w.origin + MS / 2); /* level 1, span [32, 48) */
+		hwt_worker_take(&w, &into, hwt_worker_time_of(&w, 16) - 1);
+		expect(!taken(&into, &n), "taken before its tick");
+		hwt_worker_take(&w, &into, hwt_worker_time_of(&w, 16));
+		if (pass) {
+			expect(!taken(&into, &n), "the host started a drain (the worker's work)");
+			expect(w.wheel.jobs[1].src == UINT32_MAX, "the host started a drain job");
+		} else {
+			expect(taken(&into, &n), "a deadline at a block's start not taken with the worker asleep");
+		}
+		hwt_worker_destroy(&w);
+	}
 }
 
 /* A node in level 1 needs a span entered and a drain: the host leaves it. */
@@ -234,11 +266,12 @@ static void stop_while_driven(void)
 int main(void)
 {
 	host_takes_a_level0_expiry();
+	host_takes_a_deadline_at_a_block_start();
 	host_leaves_the_worker_its_work();
 	tick_arithmetic_is_exact();
 	many_workers_one_driver();
 	stop_while_driven();
 	printf("test_worker: the host's side of a worker; many workers on one driver\n%d passed, %d failed\n",
-	       failures ? 0 : 5, failures);
+	       failures ? 0 : 6, failures);
 	return failures != 0;
 }
