@@ -83,7 +83,8 @@ void hwt_worker_del(struct hwt_worker *w, struct hwt_node *n);
 void hwt_worker_del_batch(struct hwt_worker *w, struct hwt_node *const *n, unsigned count);
 /* Move every due node to the tail of `into` and consume the pipe's byte.
  * `now_ns` is the host's clock: what expired by then is taken too, when the
- * worker has not got to it yet (it is only a level-0 slot's work). */
+ * worker has not got to it yet (only a level-0 slot's work and level 0's
+ * ring swap: see hwt_wheel_expire). */
 void hwt_worker_take(struct hwt_worker *w, struct hwt_link *into, int64_t now_ns);
 /* As hwt_worker_take, for a host that only asks how long to wait: the pipe
  * stays readable (made so, when the host took first) while what it took
