@@ -17,7 +17,7 @@ local M = {}
 local floor, format, concat = math.floor, string.format, table.concat
 
 M.USAGE = [[
-usage: hwtimer-jobs (--path FILE | --redis HOST:PORT[/DB] [--prefix P]) [--queue Q] [--json] COMMAND
+usage: hwtimer-jobs (--path FILE | --redis ADDRESS [--prefix P]) [--queue Q] [--json] COMMAND
 
 Operates a hwtimer.durable store: reads its jobs and repairs them; never runs one.
 
@@ -36,7 +36,9 @@ commands:
 
 options:
   --path FILE            an SQLite store (an existing file; the hwtimer-sqlite rock)
-  --redis HOST:PORT[/DB] a Redis store (an existing one; redis-lua), database DB (default 0)
+  --redis ADDRESS        a Redis store (an existing one; redis-lua) at HOST:PORT[/DB]
+                         or, over a unix socket, unix:PATH[?db=DB]; database DB
+                         (default 0)
   --prefix P             the Redis store's key prefix (default hwtimer)
   --queue Q              the queue (default default)
   --json                 one JSON document on stdout instead of text
@@ -306,8 +308,23 @@ local function read_args(argv)
   return o, words
 end
 
--- "HOST:PORT[/DB]" -> host, port, db; or nil.
+-- "unix:PATH[?db=DB]" (PATH absolute; "unix:///PATH" as well) -> the
+-- socket's path, nil, db; or nil.
+local function unix_address(s)
+  local rest = s:match("^unix:(/.*)$")
+  if not rest then return nil end
+  if rest:sub(1, 3) == "///" then rest = rest:sub(3)
+  elseif rest:sub(1, 2) == "//" then return nil end -- (unix://HOST/...: not a path)
+  local path, db = rest:match("^([^?]+)%?db=(%d+)$")
+  if not path then path, db = rest:match("^([^?]+)$"), "0" end
+  if not path or #db > 9 then return nil end
+  return path, nil, tonumber(db)
+end
+
+-- "HOST:PORT[/DB]" -> host, port, db; a unix socket (unix_address): path,
+-- nil, db; or nil.
 local function redis_address(s)
+  if s:match("^unix:") then return unix_address(s) end
   local host, port, db = s:match("^([^/]+):(%d+)/(%d+)$")
   if not host then
     host, port = s:match("^([^/]+):(%d+)$")
@@ -331,7 +348,7 @@ local function some(v) return v ~= "" end
 -- The checks of the options' values, in turn: { name, test, what is expected }.
 local VALUES = {
   { "path", some, "a file name" },
-  { "redis", redis_address, "HOST:PORT or HOST:PORT/DB" },
+  { "redis", redis_address, "HOST:PORT[/DB] or unix:PATH[?db=DB]" },
   { "prefix", some, "a non-empty prefix" },
   { "queue", some, "a non-empty queue name" },
   { "state", function(v) return v == "pending" or v == "leased" or v == "dead" end, "pending, leased or dead" },
@@ -369,7 +386,7 @@ local function request(argv)
     end
   end
   if o.path and o.redis then return nil, "--path and --redis exclude each other" end
-  if not (o.path or o.redis) then return nil, "--path FILE or --redis HOST:PORT[/DB] expected" end
+  if not (o.path or o.redis) then return nil, "--path FILE or --redis ADDRESS expected" end
   if o.prefix and not o.redis then return nil, "--prefix is for --redis only" end
   for _, v in ipairs(VALUES) do
     local value = o[v[1]]
@@ -416,8 +433,14 @@ local function redis_client(o)
     return nil, "--redis needs redis-lua (Debian: apt-get install lua-redis; luarocks install redis-lua)"
   end
   local host, port, db = redis_address(o.redis)
-  local where = host .. ":" .. port .. "/" .. db
-  local ok, client = pcall(redis.connect, host, port, REDIS_TIMEOUT)
+  local where, ok, client
+  if port then
+    where = host .. ":" .. port .. "/" .. db
+    ok, client = pcall(redis.connect, host, port, REDIS_TIMEOUT)
+  else
+    where = "unix:" .. host .. "?db=" .. db
+    ok, client = pcall(redis.connect, { scheme = "unix", path = host, timeout = REDIS_TIMEOUT })
+  end
   if not ok then -- (redis-lua: "could not connect to HOST:PORT [why]")
     client = bare(client)
     return nil, "cannot connect to Redis at " .. where .. ": " .. (client:match("%[(.+)%]$") or client)

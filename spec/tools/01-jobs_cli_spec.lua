@@ -16,7 +16,8 @@ local LUA = os.getenv("HWT_LUA") or "lua5.4"
 local function sq(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 
 local COMMAND = os.getenv("HWT_JOBS_CLI") and sq(os.getenv("HWT_JOBS_CLI")) or LUA .. " bin/hwtimer-jobs"
-local USAGE_LINE = "usage: hwtimer-jobs (--path FILE | --redis HOST:PORT[/DB] [--prefix P]) [--queue Q] "
+local REDIS_FORMS = "HOST:PORT[/DB] or unix:PATH[?db=DB] expected"
+local USAGE_LINE = "usage: hwtimer-jobs (--path FILE | --redis ADDRESS [--prefix P]) [--queue Q] "
   .. "[--json] COMMAND"
 
 local have_sqlite = pcall(require, "hwtimer.sqlite")
@@ -235,15 +236,20 @@ describe("hwtimer-jobs", function()
         { words(P, "ls", "--after", "inf/a"), "bad --after 'inf/a': a cursor that ls printed expected" },
         { words(P, "counts", "--state", "dead"), "option --state is for ls only" },
         { words(P, "show", "x", "--limit", "3"), "option --limit is for ls only" },
-        { { "counts" }, "--path FILE or --redis HOST:PORT[/DB] expected" },
+        { { "counts" }, "--path FILE or --redis ADDRESS expected" },
         { words(P, "--redis", "127.0.0.1:6379", "counts"), "--path and --redis exclude each other" },
         { words(P, "--prefix", "app", "counts"), "--prefix is for --redis only" },
         { words(P, "--path", never, "counts"), "option --path given twice" },
         { words(P, "--json=yes", "counts"), "option --json takes no value" },
-        { { "--redis", "localhost", "counts" }, "bad --redis 'localhost': HOST:PORT or HOST:PORT/DB expected" },
-        { { "--redis", "h:0", "counts" }, "bad --redis 'h:0': HOST:PORT or HOST:PORT/DB expected" },
-        { { "--redis", "h:65536", "counts" }, "bad --redis 'h:65536': HOST:PORT or HOST:PORT/DB expected" },
-        { { "--redis", "h:6379/x", "counts" }, "bad --redis 'h:6379/x': HOST:PORT or HOST:PORT/DB expected" },
+        { { "--redis", "localhost", "counts" }, "bad --redis 'localhost': " .. REDIS_FORMS },
+        { { "--redis", "h:0", "counts" }, "bad --redis 'h:0': " .. REDIS_FORMS },
+        { { "--redis", "h:65536", "counts" }, "bad --redis 'h:65536': " .. REDIS_FORMS },
+        { { "--redis", "h:6379/x", "counts" }, "bad --redis 'h:6379/x': " .. REDIS_FORMS },
+        { { "--redis", "unix:", "counts" }, "bad --redis 'unix:': " .. REDIS_FORMS },
+        { { "--redis", "unix:redis.sock", "counts" }, "bad --redis 'unix:redis.sock': " .. REDIS_FORMS },
+        { { "--redis", "unix://host/redis.sock", "counts" }, "bad --redis 'unix://host/redis.sock': " .. REDIS_FORMS },
+        { { "--redis", "unix:/r.sock?db=x", "counts" }, "bad --redis 'unix:/r.sock?db=x': " .. REDIS_FORMS },
+        { { "--redis", "unix:/r.sock?db=", "counts" }, "bad --redis 'unix:/r.sock?db=': " .. REDIS_FORMS },
         { { "--redis", "h:6379", "--queue", "", "counts" }, "bad --queue '': a non-empty queue name expected" },
         { words(P, "unknown\ncommand"), "unknown command 'unknown\\ncommand'" },
       }
@@ -661,6 +667,27 @@ describe("hwtimer-jobs", function()
       local port = N.free_port()
       assert.same({ "", "hwtimer-jobs: cannot connect to Redis at 127.0.0.1:" .. port .. "/0: connection refused\n",
         1 }, { jobs({ "--redis", "127.0.0.1:" .. port, "ls" }) })
+      local nowhere = server.socket .. ".none"
+      assert.same({ "", "hwtimer-jobs: cannot connect to Redis at unix:" .. nowhere .. "?db=0: No such file or directory\n",
+        1 }, { jobs({ "--redis", "unix:" .. nowhere, "ls" }) })
+      assert.same({ "", "hwtimer-jobs: Redis at unix:" .. server.socket .. "?db=99: ERR DB index is out of range\n", 1 },
+        { jobs({ "--redis", "unix://" .. server.socket .. "?db=99", "counts" }) })
+    end)
+
+    it("reaches a store over the server's unix socket, in the database asked for", function()
+      local timer = assert(hwtimer.new())
+      local q = assert(durable.open(timer, { redis = client, prefix = "unixcli", queue = "mail",
+        on_error = function() end }))
+      assert(q:schedule("receipt", 3600, "order 1", { id = "r1" }))
+      q:close()
+      timer:close()
+      local out, err, status = jobs({ "--redis", "unix:" .. server.socket .. "?db=2", "--prefix", "unixcli",
+        "--queue", "mail", "--json", "show", "r1" })
+      assert.same({ "", 0 }, { err, status })
+      assert.truthy(out:find('"payload":"order 1"', 1, true), out)
+      assert.same({ "", "hwtimer-jobs: no hwtimer.durable store {unixcli:mail} in Redis at unix:" .. server.socket
+        .. "?db=0 (see --prefix and --queue)\n", 1 },
+        { jobs({ "--redis", "unix://" .. server.socket, "--prefix", "unixcli", "--queue", "mail", "counts" }) })
     end)
   end)
 end)
