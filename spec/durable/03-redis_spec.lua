@@ -348,6 +348,78 @@ describe("hwtimer.durable with Redis", function()
       assert.is_true(at >= due, "ran " .. (due - at) .. " s early")
     end)
 
+    -- A schedule's count of calls, by command, on the test server.
+    local function calls()
+      local stats, n = client:info("commandstats").commandstats or {}, {}
+      for name, v in pairs(stats) do
+        local c = type(v) == "table" and v.calls or tostring(v):match("calls=(%d+)")
+        n[name:gsub("^cmdstat_", "")] = tonumber(c)
+      end
+      return n
+    end
+
+    it("stamps a schedule with the server's time bounded from above: due after its delay, at most STAMP_SPREAD late", function()
+      q = assert(open())
+      local engine = durable.engine(q)
+      local spread = require("hwtimer.durable.redis_client").STAMP_SPREAD
+      for i = 1, 40 do
+        local before = server_now()
+        local id = assert(q:schedule("k", 60 + i / 1000))
+        local after = server_now()
+        local due = q:get(id).due -- (a script: it moves the intake in first)
+        assert.is_true(due >= before + 60 + i / 1000 - 1e-6, string.format("job %d due %.6f s early", i,
+          before + 60 + i / 1000 - due))
+        assert.is_true(due <= after + 60 + i / 1000 + spread + 1e-6, string.format("job %d due %.6f s late", i,
+          due - after - 60 - i / 1000))
+      end
+      assert.is_true(engine.offset_hi - engine.offset_lo <= spread)
+    end)
+
+    it("stamps from the upper bound, widened by the drift since the last reply; none when the bounds are too wide", function()
+      local calls_ = require("hwtimer.durable.redis_client")
+      local mono = calls_.mono
+      -- bounds 0.2 ms apart around an offset of 1e9 s, the last reply 0.5 s ago
+      local t0 = mono()
+      local self = { offset_lo = 1e9, offset_hi = 1e9 + 0.0002, synced_at = t0 - 0.5 }
+      local before = mono()
+      local at = calls_.stamp(self)
+      local after = mono()
+      local widen = (before - self.synced_at) * 5e-4 -- (500 ppm: 0.25 ms)
+      assert.is_true(at >= (before + 1e9 + 0.0002 + widen) * 1e6, string.format("%.1f us early",
+        (before + 1e9 + 0.0002 + widen) * 1e6 - at))
+      local most = (after + 1e9 + 0.0002 + (after - self.synced_at) * 5e-4) * 1e6 + 2
+      assert.is_true(at <= most, string.format("%.1f us late", at - most))
+      assert.equal(math.floor(at), at)
+      -- the same bounds, the last reply 1 s ago: 0.2 ms + 2 x 0.5 ms is past STAMP_SPREAD
+      self.synced_at = mono() - 1
+      assert.is_nil(calls_.stamp(self))
+      -- no bounds yet
+      assert.is_nil(calls_.stamp({ offset_lo = -math.huge, offset_hi = math.huge, synced_at = mono() }))
+    end)
+
+    it("schedules with one RPUSH while the clock's bounds are tight, with the add script (TIME) once they are not", function()
+      q = assert(open())
+      local engine = durable.engine(q)
+      assert(q:schedule("k", 60)) -- (the open script's reply has bounded the clock)
+      local c0 = calls()
+      for _ = 1, 10 do assert(q:schedule("k", 60)) end
+      local c1 = calls()
+      assert.equal(10, (c1.rpush or 0) - (c0.rpush or 0))
+      assert.equal(0, (c1.evalsha or 0) - (c0.evalsha or 0))
+      -- no reply for 10 s: the drift the bounds allow for has widened them
+      engine.synced_at = engine.synced_at - 10
+      local before = server_now()
+      local id = assert(q:schedule("k", 60))
+      local c2 = calls()
+      assert.equal(1, (c2.evalsha or 0) - (c1.evalsha or 0))
+      assert.equal(c1.rpush + 1, c2.rpush) -- (the script's own)
+      assert.is_true(q:get(id).due >= before + 60 - 1e-6)
+      -- its reply bounded the clock again: the next is an RPUSH
+      local c3 = calls()
+      assert(q:schedule("k", 60))
+      assert.equal(1, calls().rpush - c3.rpush)
+    end)
+
     it("is tracked from when each script began, not when its reply came", function()
       q = assert(open())
       local engine = durable.engine(q)
@@ -682,7 +754,11 @@ describe("hwtimer.durable with Redis", function()
       assert.is_true(loaded("claim"))
       client:script("flush") -- a restarted server, a failover, an operator
       assert.is_false(loaded("claim"))
-      for i = 21, 40 do assert(q:schedule("k", 0.01 * (i - 20), tostring(i))) end
+      for i = 21, 30 do assert(q:schedule("k", 0.01 * (i - 20), tostring(i))) end
+      -- the clock's bounds widened (no reply for 10 s): schedules go
+      -- through the add script, which is loaded again too
+      durable.engine(q).synced_at = durable.engine(q).synced_at - 10
+      for i = 31, 40 do assert(q:schedule("k", 0.01 * (i - 30), tostring(i))) end
       assert.is_true(wait(function() return q:pending() == 0 end))
       for i = 1, 40 do assert.equal(1, ran[tostring(i)], "job " .. i) end
       assert.is_true(loaded("claim") and loaded("add"))

@@ -30,6 +30,7 @@ local Engine = {}
 Engine.__index = Engine
 -- (the calls to the server and its clock: hwtimer.durable.redis_client)
 Engine.command, Engine.run, Engine.sync, Engine.now = calls.command, calls.run, calls.sync, calls.now
+Engine.stamp = calls.stamp
 local mono = calls.mono
 
 local function callable(v)
@@ -174,14 +175,30 @@ local function drain(self)
   end)
 end
 
--- Jobs with fresh ids to the intake (redis_scripts' `add`), in one call;
--- the intake moved in once it is long, where no process of the queue polls
--- it: by the caller that sent the jobs, once the intake's entries times its
--- jobs reach INTAKE_MAX (so about once in INTAKE_MAX schedules); in nginx by
--- a timer of its own, which no request waits for. Its failure is no
--- schedule's: the jobs are stored, and the next script moves them.
+-- Jobs with fresh ids to the intake, in one call, as one entry ("seconds
+-- microseconds jobs", as redis_scripts' `add` writes it). Its time is the
+-- server's as this process bounds it from above (redis_client's stamp), so
+-- no job is due before its delay has passed on the server's clock: then
+-- the call is a plain RPUSH, which costs Redis less than any script (an
+-- EVALSHA of one that only reads TIME is the floor the schedule is measured
+-- against). When the bounds are too wide for that (no reply for about a
+-- second), the `add` script stamps it with TIME, and its reply narrows
+-- them. Returns { the entry's time (us), the intake's length in entries }.
+-- The intake is moved in once it is long, where no process of the queue
+-- polls it: by the caller that sent the jobs, once the intake's entries
+-- times its jobs reach INTAKE_MAX (so about once in INTAKE_MAX schedules);
+-- in nginx by a timer of its own, which no request waits for. Its failure
+-- is no schedule's: the jobs are stored, and the next script moves them.
 local function add_call(self, jobs, n)
-  local res, err = self:run("add", jobs)
+  local at, res, err = self:stamp()
+  if at then
+    local s = floor(at / 1e6)
+    local len
+    len, err = self:command("rpush", self.intake, format("%d %d ", s, at - s * 1e6) .. jobs)
+    res = len and { at, len }
+  else
+    res, err = self:run("add", jobs)
+  end
   if res and tonumber(res[2]) * n >= INTAKE_MAX then drain(self) end
   return res, err
 end

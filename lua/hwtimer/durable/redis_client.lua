@@ -137,6 +137,24 @@ end
 --- The server's clock, as this process estimates it (epoch seconds).
 function M.now(self) return mono() + self.offset end
 
+-- The widest the bounds may be for stamp to answer: a job it stamps may be
+-- due this much later than the server's TIME would have made it, never
+-- earlier.
+M.STAMP_SPREAD = 0.001
+
+--- A time (integer microseconds on the server's clock) that the server's
+-- TIME has reached by now, or may reach a little later: the upper bound,
+-- widened for drift since the last reply, and a microsecond for rounding.
+-- nil when the bounds are wider than STAMP_SPREAD (none yet, or none for
+-- about a second): a script must read TIME, and its reply narrows them.
+function M.stamp(self)
+  local at = mono()
+  local widen = (at - self.synced_at) * DRIFT
+  local hi = self.offset_hi + widen
+  if hi - (self.offset_lo - widen) > M.STAMP_SPREAD then return nil end
+  return math.floor((at + hi) * 1e6) + 1
+end
+
 
 M.mono = mono
 
