@@ -317,8 +317,9 @@ end
 -- of format 3 (no schedule field), else 4.
 local JOB_FORMAT = { [3] = '>I4c0I4c0BBBI4c0I4c0I4c0', [4] = '>I4c0I4c0BBBI4c0I4c0I4c0I4c0' }
 JOB_FORMAT[5] = JOB_FORMAT[4]
-local function put_jobs(jobs_in, at, kinds, w, out, format)
-  local pos, read, fmt = 1, struct.unpack, JOB_FORMAT[format or 4]
+local function put_jobs(jobs_in, at, kinds, w, out, format, pos)
+  local read, fmt = struct.unpack, JOB_FORMAT[format or 4]
+  pos = pos or 1
   local ids, raws = w.ids, w.raws
   while pos <= #jobs_in do
     local id, kind, has, relative, fresh, payload, due, every, sched
@@ -365,13 +366,11 @@ local function drain(intake, format)
   local items = redis.call('LRANGE', intake, 0, -1)
   if #items == 0 then return end
   local kinds, w = {}, { ids = {}, raws = {}, new = 0 }
-  local find, sub = string.find, string.sub
+  local match = string.match
   for i = 1, #items do
     local e = items[i]
-    local a = find(e, ' ', 1, true)
-    local b = find(e, ' ', a + 1, true)
-    put_jobs(sub(e, b + 1), tonumber(sub(e, 1, a - 1)) * 1000000 + tonumber(sub(e, a + 1, b - 1)), kinds, w, nil,
-      format)
+    local s, u, pos = match(e, '^(%d+) (%d+) ()')
+    put_jobs(e, tonumber(s) * 1000000 + tonumber(u), kinds, w, nil, format, pos)
   end
   jset_all(w)
   for kind, list in pairs(kinds) do ready_add(kind, list) end
