@@ -205,7 +205,7 @@ local ok, err = pcall(function()
     while not done() and hwtimer.now() < limit do timer:run(0.02) end
   end
 
-  -- Schedules per second: a script call each, then q:batch of 1,000 (one
+  -- Schedules per second: a call each (an RPUSH to the intake), then q:batch of 1,000 (one
   -- call each). One at a time, beside its floor: round trips of the same
   -- client with the least a script can do (read TIME); over loopback TCP,
   -- then over the server's unix socket. The two alternate, ten rounds of
@@ -239,7 +239,7 @@ local ok, err = pcall(function()
       local c = via[2]()
       q = assert(durable.open(timer, { redis = c, prefix = "bench_schedule" }))
       local o, f = alternated(q, c, rounds, per)
-      print(string.format("durable (Redis) schedules one at a time (a script call each, %s): %.0f /s  (%d jobs)",
+      print(string.format("durable (Redis) schedules one at a time (an RPUSH each, %s): %.0f /s  (%d jobs)",
         via[1], o, rounds * per))
       print(string.format("floor (Redis): round trips of redis-lua, EVALSHA of a script that reads TIME, one at a time, %s: %.0f /s",
         via[1], f))
