@@ -424,15 +424,10 @@ local function redis_lua()
   return nil
 end
 
--- A client of the Redis store of `o`, its database selected, once its
--- store is found there (durable.open would make one where there is none);
+-- A client of redis-lua `redis` at `host` and `port` (a unix socket's path
+-- and no port), database `db` selected, and where it is, as messages say;
 -- or nil and why not.
-local function redis_client(o)
-  local redis = redis_lua()
-  if not redis then
-    return nil, "--redis needs redis-lua (Debian: apt-get install lua-redis; luarocks install redis-lua)"
-  end
-  local host, port, db = redis_address(o.redis)
+local function redis_at(redis, host, port, db)
   local where, ok, client
   if port then
     where = host .. ":" .. port .. "/" .. db
@@ -445,18 +440,45 @@ local function redis_client(o)
     client = bare(client)
     return nil, "cannot connect to Redis at " .. where .. ": " .. (client:match("%[(.+)%]$") or client)
   end
-  local found
-  ok, found = pcall(function()
-    if db ~= 0 then client:select(db) end
-    return client:exists("{" .. o.prefix .. ":" .. o.queue .. "}:meta")
-  end)
-  if not ok then return nil, "Redis at " .. where .. ": " .. bare(found) end
-  if found ~= true and found ~= 1 then
-    pcall(client.quit, client)
-    return nil, format("no hwtimer.durable store {%s:%s} in Redis at %s (see --prefix and --queue)",
-      printable(o.prefix), printable(o.queue), where)
+  return client, where
+end
+
+-- A client of the Redis store of `o`, its database selected, once its
+-- store is found there (durable.open would make one where there is none);
+-- or nil and why not. A node of a Redis Cluster that does not serve the
+-- queue's slot answers MOVED with the one that does: that one is asked
+-- instead (once; a queue's keys share one hash tag, so one node holds them
+-- all).
+local function redis_client(o)
+  local redis = redis_lua()
+  if not redis then
+    return nil, "--redis needs redis-lua (Debian: apt-get install lua-redis; luarocks install redis-lua)"
   end
-  return client
+  local host, port, db = redis_address(o.redis)
+  local meta = "{" .. o.prefix .. ":" .. o.queue .. "}:meta"
+  for hop = 1, 2 do
+    local client, where = redis_at(redis, host, port, db)
+    if not client then return nil, where end
+    local ok, found = pcall(function()
+      if db ~= 0 then client:select(db) end
+      return client:exists(meta)
+    end)
+    local moved = not ok and hop == 1 and bare(found):match("^MOVED %d+ (.+:%d+)$")
+    if moved then
+      pcall(client.quit, client)
+      host, port = moved:match("^%[?(.-)%]?:(%d+)$")
+      port = tonumber(port)
+    elseif not ok then
+      pcall(client.quit, client)
+      return nil, "Redis at " .. where .. ": " .. bare(found)
+    elseif found ~= true and found ~= 1 then
+      pcall(client.quit, client)
+      return nil, format("no hwtimer.durable store {%s:%s} in Redis at %s (see --prefix and --queue)",
+        printable(o.prefix), printable(o.queue), where)
+    else
+      return client
+    end
+  end
 end
 
 -- Open the store of `o` on a timer of its own: queue, timer; or nil and

@@ -690,4 +690,52 @@ describe("hwtimer-jobs", function()
         { jobs({ "--redis", "unix://" .. server.socket, "--prefix", "unixcli", "--queue", "mail", "counts" }) })
     end)
   end)
+
+  describe("with a store on a Redis Cluster", function()
+    if not (have_socket and redis and have_server and helpers.full_size()) then
+      it("runs in the Lua 5.4 run of the source tree, with redis-server, luasocket and redis-lua", function()
+        pending("three redis-servers and redis-cli --cluster create take seconds: one run is enough")
+      end)
+      return
+    end
+    local cluster
+    setup(function() cluster = assert(N.start_redis_cluster(3)) end)
+    teardown(function() cluster.stop() end)
+
+    -- the port of the node that serves the queue's slot, and another's
+    local function nodes(key)
+      local a = redis.connect("127.0.0.1", cluster.ports[1])
+      a:define_command("cluster")
+      local slot = a:cluster("keyslot", key)
+      for _, range in ipairs(a:cluster("slots")) do
+        if slot >= range[1] and slot <= range[2] then
+          local serving = range[3][2]
+          for _, p in ipairs(cluster.ports) do
+            if p ~= serving then return serving, p end
+          end
+        end
+      end
+    end
+
+    it("follows the MOVED of a node that does not serve the queue's slot to the one that does", function()
+      local serving, other = nodes("{clu:orders}")
+      local timer = assert(hwtimer.new())
+      local q = assert(durable.open(timer, { redis = redis.connect("127.0.0.1", serving), prefix = "clu",
+        queue = "orders", on_error = function() end }))
+      assert(q:schedule("close", 3600, "order 7", { id = "o7" }))
+      q:close()
+      timer:close()
+      for _, port in ipairs({ serving, other }) do
+        local out, err, status = jobs({ "--redis", "127.0.0.1:" .. port, "--prefix", "clu", "--queue", "orders",
+          "--json", "show", "o7" })
+        assert.same({ "", 0 }, { err, status }, "asked at " .. port)
+        assert.truthy(out:find('"payload":"order 7"', 1, true), out)
+      end
+      -- no store there: named at the node that serves the slot
+      assert.same({ "", "hwtimer-jobs: no hwtimer.durable store {clu:none} in Redis at 127.0.0.1:"
+        .. nodes("{clu:none}") .. "/0 (see --prefix and --queue)\n", 1 },
+        { jobs({ "--redis", "127.0.0.1:" .. select(2, nodes("{clu:none}")), "--prefix", "clu", "--queue", "none",
+          "counts" }) })
+    end)
+  end)
 end)
