@@ -47,15 +47,18 @@ local count = { scheduled = 0, fired = 0, cancelled = 0, requests = 0, responses
                 timeouts = 0, retries = 0, gave_up = 0, heartbeats = 0 }
 
 -- Lateness histogram in 10 microsecond buckets, overall and per second.
+-- A callback's lateness is its time minus when it was meant to run (the
+-- schedule's time plus the delay), which the objects it serves keep: the
+-- closure, the request, the connection. (A table from each handle to its
+-- time, written at every schedule and cleared at every run and cancel,
+-- made the p99 it measures 0.3-1.1 ms worse.)
 local BUCKET = 1e-5
 local hist_all, hist_sec = {}, {}
-local intended = {} -- timeout -> schedule time + delay, while it is pending
 
 local early = 0 -- must stay 0: the summary says so and the exit status fails otherwise
 
-local function record(t)
-  local b = math.floor((now() - intended[t]) / BUCKET)
-  intended[t] = nil
+local function record(due)
+  local b = math.floor((now() - due) / BUCKET)
   if b < 0 then early, b = early + 1, 0 end
   hist_all[b] = (hist_all[b] or 0) + 1
   hist_sec[b] = (hist_sec[b] or 0) + 1
@@ -76,17 +79,11 @@ end
 
 local function schedule(delay, fn, ...)
   count.scheduled = count.scheduled + 1
-  local due = now() + delay
-  local t = assert(timer:schedule(delay, fn, ...))
-  intended[t] = due
-  return t
+  return assert(timer:schedule(delay, fn, ...))
 end
 
 local function cancel(t)
-  if t:cancel() then
-    count.cancelled = count.cancelled + 1
-    intended[t] = nil
-  end
+  if t:cancel() then count.cancelled = count.cancelled + 1 end
 end
 
 -- ---- the simulated protocol -------------------------------------------------
@@ -94,11 +91,13 @@ end
 local send_request
 
 local function next_request(conn)
-  schedule(0.1 + math.random() * 0.4, function(t) record(t); send_request(conn, 1) end)
+  local delay = 0.1 + math.random() * 0.4
+  local due = now() + delay
+  schedule(delay, function() record(due); send_request(conn, 1) end)
 end
 
-local function on_response(t, conn, req)
-  record(t)
+local function on_response(_, conn, req)
+  record(req.response_due)
   if req.done then return end -- the request timed out before this arrived
   req.done = true
   cancel(req.guard)
@@ -110,42 +109,47 @@ local function on_response(t, conn, req)
     end
     count.retries = count.retries + 1
     local backoff = BACKOFF * 2 ^ (req.attempt - 1) * (0.5 + math.random())
-    schedule(backoff, function(r) record(r); send_request(conn, req.attempt + 1) end)
+    local due = now() + backoff
+    schedule(backoff, function() record(due); send_request(conn, req.attempt + 1) end)
   else
     next_request(conn)
   end
 end
 
-local function on_request_timeout(t, conn, req)
-  record(t)
+local function on_request_timeout(_, conn, req)
+  record(req.guard_due)
   req.done = true
   count.timeouts = count.timeouts + 1
   next_request(conn)
 end
 
 function send_request(conn, attempt)
-  local req = { attempt = attempt }
+  local req = { attempt = attempt, done = false, guard = false, guard_due = now() + REQUEST_TIMEOUT,
+                response_due = false }
   count.requests = count.requests + 1
   req.guard = schedule(REQUEST_TIMEOUT, on_request_timeout, conn, req)
   if math.random() >= LOST then
-    schedule(0.005 + math.random() * 0.1, on_response, conn, req)
+    local delay = 0.005 + math.random() * 0.1
+    req.response_due = now() + delay
+    schedule(delay, on_response, conn, req)
   end
 end
 
-local function heartbeat(t)
-  record(t)
+local function heartbeat(_, conn)
+  record(conn.beat_due)
   count.heartbeats = count.heartbeats + 1
-  intended[t] = now() + 1.0 -- the series re-arms when this returns
+  conn.beat_due = now() + 1.0 -- the series re-arms when this returns
 end
 
 for i = 1, CONNS do
-  local conn = { id = i }
-  schedule(math.random(), function(t)
-    record(t)
+  local conn = { id = i, heartbeat = false, beat_due = false }
+  local first = math.random()
+  local due = now() + first
+  schedule(first, function()
+    record(due)
     count.scheduled = count.scheduled + 1
-    local due = now() + 1.0
-    conn.heartbeat = timer:every(1.0, heartbeat)
-    intended[conn.heartbeat] = due
+    conn.beat_due = now() + 1.0
+    conn.heartbeat = timer:every(1.0, heartbeat, conn)
   end)
   next_request(conn)
 end
