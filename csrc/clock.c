@@ -10,6 +10,19 @@ int64_t hwt_clock_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+#if defined(CLOCK_BOOTTIME)
+#define BOOT CLOCK_BOOTTIME
+#else
+#define BOOT CLOCK_REALTIME
+#endif
+
+int64_t hwt_clock_boot_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(BOOT, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 #if defined(CLOCK_MONOTONIC_COARSE)
 #define COARSE CLOCK_MONOTONIC_COARSE
 #else

@@ -20,6 +20,10 @@ int64_t hwt_clock_ns(void);
 int64_t hwt_clock_coarse_ns(void);
 /* The resolution of hwt_clock_coarse_ns, in ns. */
 int64_t hwt_clock_coarse_res(void);
+/* Nanoseconds of a clock that, unlike the monotonic one, goes on while the
+ * machine is suspended (CLOCK_BOOTTIME; CLOCK_REALTIME where there is none):
+ * the two apart say how long the monotonic clock stood still. */
+int64_t hwt_clock_boot_ns(void);
 /* The timespec for `ns` nanoseconds of the monotonic clock. */
 struct timespec hwt_clock_timespec(int64_t ns);
 

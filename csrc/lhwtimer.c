@@ -139,6 +139,15 @@ static int hwtimer_now(lua_State *L)
 	return 1;
 }
 
+/* hwtimer.core.boot_now(): seconds of hwt_clock_boot_ns. Not in hwtimer's
+ * API: hwtimer.durable.redis_client compares it with now() to know that the
+ * machine was not suspended since the server's clock was last read. */
+static int hwtimer_boot_now(lua_State *L)
+{
+	lua_pushnumber(L, ns_to_s(hwt_clock_boot_ns()));
+	return 1;
+}
+
 /* ---- registration ----------------------------------------------------------------- */
 
 static const luaL_Reg module_functions[] = {
@@ -172,5 +181,7 @@ int luaopen_hwtimer_core(lua_State *L)
 	luaL_setfuncs(L, module_functions, 2); /* hwtimer.new's upvalues */
 	lua_pushliteral(L, HWT_VERSION);
 	lua_setfield(L, -2, "_VERSION");
+	lua_pushcfunction(L, hwtimer_boot_now); /* internal: hwtimer.lua does not export it */
+	lua_setfield(L, -2, "boot_now");
 	return 1;
 }

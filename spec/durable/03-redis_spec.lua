@@ -323,7 +323,8 @@ describe("hwtimer.durable with Redis", function()
 
     it("raises on bad arguments, naming them", function()
       assert.has_error(function() durable.open(timer, { redis = {}, prefix = "app" }) end,
-        "bad argument #2 to 'open' (option 'redis': Redis client (with evalsha and script methods) or function expected)")
+        "bad argument #2 to 'open' (option 'redis': Redis client (with evalsha, script and rpush methods) or function " ..
+          "expected)")
       assert.has_error(function() durable.open(timer, { redis = client, prefix = "" }) end,
         "bad argument #2 to 'open' (option 'prefix': non-empty string expected)")
       assert.has_error(function() durable.open(timer, { redis = client, path = "x.db" }) end,
@@ -377,10 +378,9 @@ describe("hwtimer.durable with Redis", function()
 
     it("stamps from the upper bound, widened by the drift since the last reply; none when the bounds are too wide", function()
       local calls_ = require("hwtimer.durable.redis_client")
-      local mono = calls_.mono
+      local mono, boot = calls_.mono, calls_.boot
       -- bounds 0.2 ms apart around an offset of 1e9 s, the last reply 0.5 s ago
-      local t0 = mono()
-      local self = { offset_lo = 1e9, offset_hi = 1e9 + 0.0002, synced_at = t0 - 0.5 }
+      local self = { offset_lo = 1e9, offset_hi = 1e9 + 0.0002, synced_at = mono() - 0.5, synced_boot = boot() - 0.5 }
       local before = mono()
       local at = calls_.stamp(self)
       local after = mono()
@@ -390,11 +390,16 @@ describe("hwtimer.durable with Redis", function()
       local most = (after + 1e9 + 0.0002 + (after - self.synced_at) * 5e-4) * 1e6 + 2
       assert.is_true(at <= most, string.format("%.1f us late", at - most))
       assert.equal(math.floor(at), at)
+      -- the same bounds, the machine suspended 10 ms since that reply (the
+      -- monotonic clock stood still: 10 ms more passed on the boot clock)
+      self.synced_boot = self.synced_boot - 0.01
+      assert.is_nil(calls_.stamp(self))
       -- the same bounds, the last reply 1 s ago: 0.2 ms + 2 x 0.5 ms is past STAMP_SPREAD
-      self.synced_at = mono() - 1
+      self.synced_at, self.synced_boot = mono() - 1, boot() - 1
       assert.is_nil(calls_.stamp(self))
       -- no bounds yet
-      assert.is_nil(calls_.stamp({ offset_lo = -math.huge, offset_hi = math.huge, synced_at = mono() }))
+      assert.is_nil(calls_.stamp({ offset_lo = -math.huge, offset_hi = math.huge, synced_at = mono(),
+        synced_boot = boot() }))
     end)
 
     it("schedules with one RPUSH while the clock's bounds are tight, with the add script (TIME) once they are not", function()
@@ -417,7 +422,23 @@ describe("hwtimer.durable with Redis", function()
       -- its reply bounded the clock again: the next is an RPUSH
       local c3 = calls()
       assert(q:schedule("k", 60))
-      assert.equal(1, calls().rpush - c3.rpush)
+      local c4 = calls()
+      assert.same({ 1, 0 }, { c4.rpush - c3.rpush, (c4.evalsha or 0) - (c3.evalsha or 0) })
+    end)
+
+    it("forgets the clock's bounds on a new connection (it may reach another server): the add script reads TIME", function()
+      q = assert(open({ redis = connect }))
+      assert(q:schedule("k", 60))
+      local c0 = calls()
+      assert(q:schedule("k", 60))
+      local c1 = calls()
+      assert.same({ 1, 0 }, { c1.rpush - c0.rpush, (c1.evalsha or 0) - (c0.evalsha or 0) })
+      durable.engine(q).client = nil -- as a broken connection leaves it: the next call connects again
+      local before = server_now()
+      local id = assert(q:schedule("k", 60))
+      local c2 = calls()
+      assert.equal(1, (c2.evalsha or 0) - (c1.evalsha or 0))
+      assert.is_true(q:get(id).due >= before + 60 - 1e-6)
     end)
 
     it("is tracked from when each script began, not when its reply came", function()

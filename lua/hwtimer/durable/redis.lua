@@ -9,9 +9,10 @@
 -- res, err) or redis-lua (nrk/redis-lua, Debian lua-redis: methods raise).
 -- hwtimer.durable.redis_client makes both give `nil, message`; a connection
 -- error drops the client, and the next call gets a new one when opts.redis
--- was a function. A schedule of a fresh id is one RPUSH to the intake (the
--- `add` script); in nginx those of concurrent requests share round trips
--- (hwtimer.durable.redis_batch).
+-- was a function. A schedule of a fresh id is one RPUSH to the intake, of an
+-- entry stamped with the server's time as this process bounds it (or the
+-- `add` script, which reads TIME); in nginx those of concurrent requests
+-- share round trips (hwtimer.durable.redis_batch).
 --
 -- The window's key of a job is its ready time (integer microseconds on the
 -- server's clock): one timeout serves every job due at the same microsecond.
@@ -30,7 +31,7 @@ local Engine = {}
 Engine.__index = Engine
 -- (the calls to the server and its clock: hwtimer.durable.redis_client)
 Engine.command, Engine.run, Engine.sync, Engine.now = calls.command, calls.run, calls.sync, calls.now
-Engine.stamp = calls.stamp
+Engine.push_stamped = calls.push_stamped
 local mono = calls.mono
 
 local function callable(v)
@@ -39,19 +40,19 @@ local function callable(v)
   return type(mt) == "table" and rawget(mt, "__call") ~= nil
 end
 
--- A Redis client (lua-resty-redis, redis-lua: anything with evalsha and
--- script methods), or a function that returns one (called again to
--- reconnect after the connection broke).
+-- A Redis client (lua-resty-redis, redis-lua: anything with evalsha,
+-- script and rpush methods), or a function that returns one (called again
+-- to reconnect after the connection broke).
 local function redis_client(v)
   if callable(v) then return true end
   if type(v) ~= "table" and type(v) ~= "userdata" then return false end
-  local ok, yes = pcall(function() return callable(v.evalsha) and callable(v.script) end)
+  local ok, yes = pcall(function() return callable(v.evalsha) and callable(v.script) and callable(v.rpush) end)
   return ok and yes
 end
 
 -- This engine's options (hwtimer.durable.engine): `redis` selects it.
 Engine.OPTIONS = {
-  redis = { nil, redis_client, "Redis client (with evalsha and script methods) or function" },
+  redis = { nil, redis_client, "Redis client (with evalsha, script and rpush methods) or function" },
   prefix = { "hwtimer", function(v) return type(v) == "string" and #v > 0 end, "non-empty string" },
 }
 
@@ -190,12 +191,12 @@ end
 -- in nginx by a timer of its own, which no request waits for. Its failure
 -- is no schedule's: the jobs are stored, and the next script moves them.
 local function add_call(self, jobs, n)
-  local at, res, err = self:stamp()
-  if at then
-    local s = floor(at / 1e6)
-    local len
-    len, err = self:command("rpush", self.intake, format("%d %d ", s, at - s * 1e6) .. jobs)
-    res = len and { at, len }
+  local len, at = self:push_stamped(self.intake, jobs)
+  local res, err
+  if len then
+    res = { at, len }
+  elseif len == nil then
+    err = at
   else
     res, err = self:run("add", jobs)
   end

@@ -5,7 +5,7 @@
 -- pipelining several coroutines can share. Here the first schedule to come
 -- sends its job at once; those that come while its round trip is in flight
 -- wait (an ngx.semaphore each) and go together in the next one: a single
--- `add` script call that stores them all (one RPUSH, all or none). Whoever
+-- RPUSH of one entry that stores them all (all or none). Whoever
 -- is first in line when a round trip ends sends the next, so no caller
 -- waits for more than the round trip in flight and its own.
 --
@@ -48,7 +48,7 @@ local Batch = {}
 Batch.__index = Batch
 
 --- b = redis_batch.new(send): send(jobs) makes one round trip with the
--- jobs (a list of the engine's `add` arguments) and returns the reply, or
+-- jobs (a list of the engine's encoded jobs) and returns the reply, or
 -- nil and a message.
 function M.new(send)
   return setmetatable({ send = send, line = {}, busy = false, since = 0, trips = 0, waking = 0 }, Batch)

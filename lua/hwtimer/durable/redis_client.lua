@@ -9,11 +9,13 @@ local M = {}
 
 -- The clock the window runs on: the timer's monotonic clock, corrected by
 -- the server's TIME from every reply (see M.sync).
-local mono
+-- boot: a clock that goes on while the machine is suspended, when the
+-- module is there (the monotonic one stands still then); stamp needs it.
+local mono, boot
 do
   local ok, core = pcall(require, "hwtimer.core")
   if ok and core.now then
-    mono = core.now
+    mono, boot = core.now, core.boot_now
   elseif rawget(_G, "ngx") then
     mono = ngx.now -- luacheck: ignore
   else
@@ -49,6 +51,10 @@ local function client(self)
   -- kept here (commands of different contexts run at once: each yields)
   self.pooled = rawget(_G, "ngx") ~= nil and type(c.set_keepalive) == "function"
   if not self.pooled then self.client = c end
+  -- a connection that is new (not one from nginx's pool used before) may
+  -- reach another server than the last reply came from
+  local reused = self.pooled and type(c.get_reused_times) == "function" and c:get_reused_times()
+  if not (reused and reused > 0) then M.unsync(self) end
   return c
 end
 
@@ -58,9 +64,7 @@ end
 -- nginx's pool after each command and is taken again for the next: a
 -- cosocket belongs to the request or timer context that made it, and the
 -- jobs run in many.
-function M.command(self, method, ...)
-  local c, err = client(self)
-  if not c then return nil, err, false end
+local function call(self, c, method, ...)
   local ok, res, e = pcall(c[method], c, ...)
   local msg, from_server
   if not (ok and res and not null(res)) then
@@ -70,6 +74,33 @@ function M.command(self, method, ...)
   if self.pooled and (res or from_server) then pcall(c.set_keepalive, c, 10000, 16) end
   if msg then return nil, msg, from_server end
   return res
+end
+
+function M.command(self, method, ...)
+  local c, err = client(self)
+  if not c then return nil, err, false end
+  return call(self, c, method, ...)
+end
+
+--- len, at = push_stamped(key, jobs): RPUSH to `key` of one entry, jobs
+-- after the time stamp gives ("seconds microseconds jobs", as the `add`
+-- script writes one), stamped once the connection it goes on is known (a
+-- new one may reach another server): the list's length and that time (us);
+-- or nil, message, server; or false when there is no stamp to give (the
+-- caller then goes through the `add` script, which reads TIME).
+function M.push_stamped(self, key, jobs)
+  local c, err = client(self)
+  if not c then return nil, err, false end
+  local at = M.stamp(self)
+  if not at then
+    if self.pooled then pcall(c.set_keepalive, c, 10000, 16) end
+    return false
+  end
+  local s = math.floor(at / 1e6)
+  -- ('%.0f': a whole number past 2^31 where '%d' is a C long of 32 bits)
+  local len, e, from_server = call(self, c, "rpush", key, string.format("%.0f %.0f ", s, at - s * 1e6) .. jobs)
+  if not len then return nil, e, from_server end
+  return len, at
 end
 
 local function load_script(self, name)
@@ -130,32 +161,48 @@ function M.sync(self, res, err, sent)
   if hi > old_hi then hi = old_hi end
   if lo > hi then lo, hi = server - got, server - sent end -- a clock stepped: start over
   self.offset_lo, self.offset_hi, self.synced_at = lo, hi, got
+  self.synced_boot = boot and boot()
   self.offset = (lo + hi) / 2
   return res
+end
+
+-- Forget the bounds of the server's clock: a new connection may reach
+-- another server (a failover, a proxy), whose clock they are not of. The
+-- offset stays, as a guess, until the next reply.
+function M.unsync(self)
+  self.offset_lo, self.offset_hi = -math.huge, math.huge
 end
 
 --- The server's clock, as this process estimates it (epoch seconds).
 function M.now(self) return mono() + self.offset end
 
 -- The widest the bounds may be for stamp to answer: a job it stamps may be
--- due this much later than the server's TIME would have made it, never
--- earlier.
+-- due this much later than the server's TIME would have made it.
 M.STAMP_SPREAD = 0.001
+-- The most the monotonic clock may have stood still since the last reply
+-- (the machine suspended: the bounds know nothing of that time) for stamp
+-- to answer.
+local STILL = 1e-4
 
 --- A time (integer microseconds on the server's clock) that the server's
 -- TIME has reached by now, or may reach a little later: the upper bound,
--- widened for drift since the last reply, and a microsecond for rounding.
--- nil when the bounds are wider than STAMP_SPREAD (none yet, or none for
--- about a second): a script must read TIME, and its reply narrows them.
+-- widened for drift since the last reply (the clocks' rates within DRIFT
+-- of each other, as the window also assumes), and a microsecond for
+-- rounding. nil when the bounds are wider than STAMP_SPREAD (none yet, a
+-- new connection, or no reply for about a second), when the machine was
+-- suspended since the last reply, or without hwtimer.core's clocks: a
+-- script must read TIME, and its reply narrows the bounds again.
 function M.stamp(self)
+  if not (boot and self.synced_boot) then return nil end
   local at = mono()
-  local widen = (at - self.synced_at) * DRIFT
+  local since = at - self.synced_at
+  if boot() - self.synced_boot - since > STILL then return nil end
+  local widen = since * DRIFT
   local hi = self.offset_hi + widen
   if hi - (self.offset_lo - widen) > M.STAMP_SPREAD then return nil end
   return math.floor((at + hi) * 1e6) + 1
 end
 
-
-M.mono = mono
+M.mono, M.boot = mono, boot
 
 return M

@@ -23,10 +23,12 @@
 --   {p:q}:meta       hash: app = hwtimer.durable, format = 5, buckets (how
 --                    many numbered buckets), jobs (how many jobs, dead ones
 --                    too), hashed (how many of them the numbered buckets hold)
---   {p:q}:inbox      list, the intake: jobs with fresh ids as `add` took
---                    them, an entry a call (TIME's "s us " and its jobs as
---                    `put` reads them), not yet in a bucket and a slot; every
---                    other script moves them there first (see S.add)
+--   {p:q}:inbox      list, the intake: jobs with fresh ids, an entry a call
+--                    ("s us " of the server's clock and its jobs as `put`
+--                    reads them: an RPUSH of the client, stamped as it bounds
+--                    that clock, or S.add, which reads TIME), not yet in a
+--                    bucket and a slot; every other script moves them there
+--                    first (see S.add)
 --   {p:q}:in, {p:q}:intake  strings once a store of format 3 or 4 was
 --                    upgraded: the intakes of formats 3 and 4, made strings
 --                    so that a process of those formats still running fails
@@ -357,7 +359,7 @@ local function put_jobs(jobs_in, at, kinds, w, out, format, pos)
   end
 end
 -- Move the intake's jobs into their buckets and slots, as `put` would
--- have at the time `add` took them. Every script but open, add and put
+-- have at each entry's time. Every script but open, add and put
 -- (which calls it first) calls it before anything else, so that none sees
 -- the store without them.
 local INTAKE = base .. ':inbox'
@@ -470,8 +472,10 @@ return done(out)
 
 -- Add: ARGV[1] jobs with fresh ids, as `put` takes them, one after
 -- another (one argument, not one a job: Redis makes an object of each
--- argument it is sent, ~0.2 us a job). The fast path
--- of a schedule: the jobs go to the intake as they are, after this now (in
+-- argument it is sent, ~0.2 us a job). A schedule's path when the client
+-- cannot stamp the entry itself (hwtimer.durable.redis_client's
+-- push_stamped, a plain RPUSH: its usual path, cheaper for Redis than any
+-- script): the jobs go to the intake as they are, after this now (in
 -- one RPUSH of one entry, atomic), where they are stored as surely as in a
 -- bucket; the next other script moves them into their buckets and slots,
 -- many at a time. It does no more than that: the prelude's functions alone
