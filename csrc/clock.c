@@ -1,13 +1,18 @@
 /*
- * clock.c: monotonic nanoseconds (see clock.h).
+ * clock.c: monotonic nanoseconds, and the clocks beside it (see clock.h).
  */
 #include "clock.h"
 
-int64_t hwt_clock_ns(void)
+static int64_t ns_of(clockid_t id)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t hwt_clock_ns(void)
+{
+	return ns_of(CLOCK_MONOTONIC);
 }
 
 #if defined(CLOCK_BOOTTIME)
@@ -18,9 +23,7 @@ int64_t hwt_clock_ns(void)
 
 int64_t hwt_clock_boot_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(BOOT, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return ns_of(BOOT);
 }
 
 #if defined(CLOCK_MONOTONIC_COARSE)
@@ -31,9 +34,7 @@ int64_t hwt_clock_boot_ns(void)
 
 int64_t hwt_clock_coarse_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(COARSE, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return ns_of(COARSE);
 }
 
 int64_t hwt_clock_coarse_res(void)
