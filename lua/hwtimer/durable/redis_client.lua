@@ -153,6 +153,9 @@ local DRIFT = 5e-4
 
 function M.sync(self, res, err, sent)
   if not res then return nil, err end
+  -- (the boot clock first: a suspend between the two reads is then seen
+  -- by stamp, which reads them the other way round)
+  local booted = boot and boot()
   local got, server = mono(), tonumber(res[1]) / 1e6
   local lo, hi = server - got, server - sent
   local widen = (got - self.synced_at) * DRIFT
@@ -161,7 +164,7 @@ function M.sync(self, res, err, sent)
   if hi > old_hi then hi = old_hi end
   if lo > hi then lo, hi = server - got, server - sent end -- a clock stepped: start over
   self.offset_lo, self.offset_hi, self.synced_at = lo, hi, got
-  self.synced_boot = boot and boot()
+  self.synced_boot = booted
   self.offset = (lo + hi) / 2
   return res
 end
@@ -181,8 +184,10 @@ function M.now(self) return mono() + self.offset end
 M.STAMP_SPREAD = 0.001
 -- The most the monotonic clock may have stood still since the last reply
 -- (the machine suspended: the bounds know nothing of that time) for stamp
--- to answer.
-local STILL = 1e-4
+-- to answer. Two reads of the clocks in a row may be that far apart when
+-- the thread is preempted between them (stamp then refuses: the script
+-- path); a suspend takes far longer.
+local STILL = 1e-3
 
 --- A time (integer microseconds on the server's clock) that the server's
 -- TIME has reached by now, or may reach a little later: the upper bound,
@@ -196,7 +201,7 @@ function M.stamp(self)
   if not (boot and self.synced_boot) then return nil end
   local at = mono()
   local since = at - self.synced_at
-  if boot() - self.synced_boot - since > STILL then return nil end
+  if boot() - self.synced_boot - since > STILL then return nil end -- (boot read after mono: see sync)
   local widen = since * DRIFT
   local hi = self.offset_hi + widen
   if hi - (self.offset_lo - widen) > M.STAMP_SPREAD then return nil end
