@@ -51,6 +51,7 @@ build = {
     ["hwtimer.durable.redis_slots"] = "lua/hwtimer/durable/redis_slots.lua",
     ["hwtimer.durable.redis_client"] = "lua/hwtimer/durable/redis_client.lua",
     ["hwtimer.durable.redis_batch"] = "lua/hwtimer/durable/redis_batch.lua",
+    ["hwtimer.durable.redis_entry"] = "lua/hwtimer/durable/redis_entry.lua",
     ["hwtimer.jobs_cli"] = "lua/hwtimer/jobs_cli.lua",
     ["hwtimer.core"] = {
       sources = { "csrc/wheel.c", "csrc/worker.c", "csrc/driver.c", "csrc/pipe.c", "csrc/clock.c",

@@ -22,6 +22,7 @@
 -- one claim ahead.
 local scripts = require("hwtimer.durable.redis_scripts")
 local calls = require("hwtimer.durable.redis_client")
+local entry = require("hwtimer.durable.redis_entry")
 
 local floor, ceil, format = math.floor, math.ceil, string.format
 local INTAKE_MAX = scripts.INTAKE_MAX
@@ -114,14 +115,7 @@ function Engine:close() self.closed = true end
 
 -- A job for the put script, as struct.unpack in Redis reads it: each
 -- string after its length in 4 bytes (big-endian), the flags a byte each.
-local u32
-do
-  local short, char = {}, string.char
-  for n = 0, 255 do short[n] = "\0\0\0" .. char(n) end
-  u32 = function(n)
-    return short[n] or char(floor(n / 16777216) % 256, floor(n / 65536) % 256, floor(n / 256) % 256, n % 256)
-  end
-end
+local u32 = entry.u32
 
 -- `when` in microseconds as text: the last one made is kept (a service's
 -- schedules mostly use the same few delays; format is a third of the cost
@@ -143,23 +137,27 @@ local function sched_put(s)
 end
 
 -- The job as one string (a single concatenation: a table of its parts and
--- table.concat take twice as long), and its `when` text.
-local function job_put(id, kind, payload, when, relative, every, fresh, sched)
-  local p, w, e, sc = payload or "", when_us(when), every and us(every) or "0", sched_put(sched)
+-- table.concat take twice as long): `w` its when, `e` its interval, `sc`
+-- its schedule, as text.
+local function job_put(id, kind, payload, w, relative, e, fresh, sc)
+  local p = payload or ""
   return u32(#id) .. id .. u32(#kind) .. kind .. (payload and "\1" or "\0") .. (relative and "\1" or "\0") ..
-    (fresh and "\1" or "\0") .. u32(#p) .. p .. u32(#w) .. w .. u32(#e) .. e .. u32(#sc) .. sc, w
+    (fresh and "\1" or "\0") .. u32(#p) .. p .. u32(#w) .. w .. u32(#e) .. e .. u32(#sc) .. sc
 end
 
 -- Store one job (in a batch: keep it for the commit, returning true).
 -- `fresh`: the front made the id, so no job has it (nothing to replace).
 -- A schedule (`sched`) goes through `put`, which may keep the one stored.
 function Engine:put(id, kind, payload, when, relative, every, fresh, sched)
-  local job, w = job_put(id, kind, payload, when, relative, every, fresh, sched)
+  local w, e = when_us(when), every and us(every) or "0"
+  if fresh and not sched and not self.batch then
+    return self:add({ id, kind, payload, w, relative, e })
+  end
+  local job = job_put(id, kind, payload, w, relative, e, fresh, sched_put(sched))
   if self.batch then
     self.batch[#self.batch + 1] = job
     return true
   end
-  if fresh and not sched then return self:add(job, relative, w) end
   local res, err = self:run("put", job)
   if not res then return nil, err end
   local due = tonumber(res[2])
@@ -176,54 +174,82 @@ local function drain(self)
   end)
 end
 
--- Jobs with fresh ids to the intake, in one call, as one entry ("seconds
--- microseconds jobs", as redis_scripts' `add` writes it). Its time is the
--- server's as this process bounds it from above (redis_client's stamp), so
--- no job is due before its delay has passed on the server's clock: then
--- the call is a plain RPUSH, which costs Redis less than any script (an
--- EVALSHA of one that only reads TIME is the floor the schedule is measured
--- against). When the bounds are too wide for that (no reply for about a
--- second), the `add` script stamps it with TIME, and its reply narrows
--- them. Returns { the entry's time (us), the intake's length in entries }.
+-- Jobs with fresh ids to the intake, in one call, as one entry. Its time
+-- is the server's as this process bounds it from above (redis_client's
+-- stamp), so no job is due before its delay has passed on the server's
+-- clock: then the call is a plain RPUSH, which costs Redis less than any
+-- script (an EVALSHA of one that only reads TIME is the floor the schedule
+-- is measured against), of the jobs as they are to be stored
+-- (hwtimer.durable.redis_entry). When the bounds are too wide for that (no
+-- reply for about a second), the `add` script stamps the entry with TIME
+-- ("seconds microseconds jobs", the jobs as `put` reads them), and its
+-- reply narrows them. Returns { the entry's time (us), the intake's length
+-- in entries }.
 -- The intake is moved in once it is long, where no process of the queue
 -- polls it: by the caller that sent the jobs, once the intake's entries
 -- times its jobs reach INTAKE_MAX (so about once in INTAKE_MAX schedules);
 -- in nginx by a timer of its own, which no request waits for. Its failure
 -- is no schedule's: the jobs are stored, and the next script moves them.
-local function add_call(self, jobs, n)
-  local len, at = self:push_stamped(self.intake, jobs)
+-- A job to add is { id, kind, payload, when (text, us), relative, every
+-- (text, us) }: encoded once it is known how (stamped here or by `add`).
+local entry_job, MARK = entry.job, entry.MARK
+local function due_of(job, at)
+  local w = tonumber(job[4])
+  return job[5] and at + w or w
+end
+-- The entry of `jobs` stamped `at` here (hwtimer.durable.redis_entry).
+local function stamped(at, jobs)
+  if #jobs == 1 then
+    local j = jobs[1]
+    return MARK .. entry_job(j[1], j[2], due_of(j, at), tonumber(j[6]), j[3])
+  end
+  local parts = { MARK }
+  for i = 1, #jobs do
+    local j = jobs[i]
+    parts[i + 1] = entry_job(j[1], j[2], due_of(j, at), tonumber(j[6]), j[3])
+  end
+  return concat(parts)
+end
+-- The jobs as the `add` script takes them (put's encoding).
+local function for_add(jobs)
+  local parts = {}
+  for i = 1, #jobs do
+    local j = jobs[i]
+    parts[i] = job_put(j[1], j[2], j[3], j[4], j[5], j[6], true, "")
+  end
+  -- (one argument: Redis makes an object of each, ~0.2 us a job)
+  return concat(parts)
+end
+local function add_call(self, jobs)
+  local len, at = self:push_stamped(self.intake, stamped, jobs)
   local res, err
   if len then
     res = { at, len }
   elseif len == nil then
     err = at
   else
-    res, err = self:run("add", jobs)
+    res, err = self:run("add", for_add(jobs))
   end
-  if res and tonumber(res[2]) * n >= INTAKE_MAX then drain(self) end
+  if res and tonumber(res[2]) * #jobs >= INTAKE_MAX then drain(self) end
   return res, err
 end
 
 -- A job with a fresh id, to the intake: its due time is the server's now
--- plus its delay (`w`: when, in microseconds, as the job holds it), as the
--- script that moves it into its slot reckons it. In nginx, with a client
--- from nginx's pool, the schedules of requests waiting at once go in one
--- call (hwtimer.durable.redis_batch).
-function Engine:add(job, relative, w)
+-- plus its delay (when relative), as the entry's stamp gives it. In nginx,
+-- with a client from nginx's pool, the schedules of requests waiting at
+-- once go in one call (hwtimer.durable.redis_batch).
+function Engine:add(job)
   local res, err
   if self.pooled then
     if not self.batcher then
-      self.batcher = require("hwtimer.durable.redis_batch").new(function(jobs)
-        -- (one argument: Redis makes an object of each, ~0.2 us a job)
-        return add_call(self, concat(jobs), #jobs)
-      end)
+      self.batcher = require("hwtimer.durable.redis_batch").new(function(jobs) return add_call(self, jobs) end)
     end
     res, err = self.batcher:add(job)
   else
-    res, err = add_call(self, job, 1)
+    res, err = add_call(self, { job })
   end
   if not res then return nil, err end
-  local due = relative and tonumber(res[1]) + tonumber(w) or tonumber(w)
+  local due = due_of(job, tonumber(res[1]))
   return due, due / 1e6
 end
 

@@ -82,13 +82,13 @@ function M.command(self, method, ...)
   return call(self, c, method, ...)
 end
 
---- len, at = push_stamped(key, jobs): RPUSH to `key` of one entry, jobs
--- after the time stamp gives ("seconds microseconds jobs", as the `add`
--- script writes one), stamped once the connection it goes on is known (a
--- new one may reach another server): the list's length and that time (us);
--- or nil, message, server; or false when there is no stamp to give (the
--- caller then goes through the `add` script, which reads TIME).
-function M.push_stamped(self, key, jobs)
+--- len, at = push_stamped(key, entry_of, jobs): RPUSH to `key` of one
+-- entry, entry_of(at, jobs), `at` the time stamp gives, once the connection
+-- it goes on is known (a new one may reach another server): the list's
+-- length and that time (us); or nil, message, server; or false when there
+-- is no stamp to give (the caller then goes through the `add` script, which
+-- reads TIME).
+function M.push_stamped(self, key, entry_of, jobs)
   local c, err = client(self)
   if not c then return nil, err, false end
   local at = M.stamp(self)
@@ -96,9 +96,7 @@ function M.push_stamped(self, key, jobs)
     if self.pooled then pcall(c.set_keepalive, c, 10000, 16) end
     return false
   end
-  local s = math.floor(at / 1e6)
-  -- ('%.0f': a whole number past 2^31 where '%d' is a C long of 32 bits)
-  local len, e, from_server = call(self, c, "rpush", key, string.format("%.0f %.0f ", s, at - s * 1e6) .. jobs)
+  local len, e, from_server = call(self, c, "rpush", key, entry_of(at, jobs))
   if not len then return nil, e, from_server end
   return len, at
 end

@@ -363,16 +363,41 @@ end
 -- (which calls it first) calls it before anything else, so that none sees
 -- the store without them.
 local INTAKE = base .. ':inbox'
+-- The jobs of an entry the client stamped (hwtimer.durable.redis_entry:
+-- after its mark, each job's id, kind, due time as text and value, all new,
+-- none a schedule) into `w` and `kinds` as put_jobs collects them: read,
+-- not decoded (the due time goes to ZADD as the text it came as).
+local function take_stamped(e, kinds, w)
+  local read, ids, raws = struct.unpack, w.ids, w.raws
+  local pos = 2
+  while pos <= #e do
+    local id, kind, due, raw
+    id, kind, due, raw, pos = read('>I4c0I4c0I4c0I4c0', e, pos)
+    local n = #ids + 1
+    ids[n], raws[n] = id, raw
+    if not block_key(id) then w.new = w.new + 1 end
+    local list = kinds[kind]
+    if not list then
+      list = {}
+      kinds[kind] = list
+    end
+    list[#list + 1], list[#list + 2] = due, id
+  end
+end
 local function drain(intake, format)
   intake = intake or INTAKE
   local items = redis.call('LRANGE', intake, 0, -1)
   if #items == 0 then return end
   local kinds, w = {}, { ids = {}, raws = {}, new = 0 }
-  local match = string.match
+  local match, byte = string.match, string.byte
   for i = 1, #items do
     local e = items[i]
-    local s, u, pos = match(e, '^(%d+) (%d+) ()')
-    put_jobs(e, tonumber(s) * 1000000 + tonumber(u), kinds, w, nil, format, pos)
+    if byte(e) == 61 then -- '=': stamped by the client
+      take_stamped(e, kinds, w)
+    else -- "seconds microseconds jobs" (the `add` script's)
+      local s, u, pos = match(e, '^(%d+) (%d+) ()')
+      put_jobs(e, tonumber(s) * 1000000 + tonumber(u), kinds, w, nil, format, pos)
+    end
   end
   jset_all(w)
   for kind, list in pairs(kinds) do ready_add(kind, list) end

@@ -84,22 +84,26 @@ local function slot_for(ik, kind, ready)
   last_slot[kind] = c
   return c
 end
--- Index jobs of `kind` by ready time: list = { ready, id, ready, id, ... }.
--- A run of them in one slot is one ZADD.
+-- Index jobs of `kind` by ready time: list = { ready, id, ready, id, ... },
+-- a ready time a number or its text (whole microseconds: what ZADD is
+-- sent). A run of them in one slot is one ZADD.
 local function ready_add(kind, list)
   local ik = rkey(kind)
   local i, n = 1, #list
   while i <= n do
-    local c = slot_for(ik, kind, list[i])
+    local c = slot_for(ik, kind, tonumber(list[i]))
     local room = c.width > 1 and SLOT_MAX - c.jobs or math.huge
     local args, start, stop = {}, c.start, c.start + c.width
-    while i <= n and list[i] >= start and list[i] < stop and #args < 2 * room do
-      args[#args + 1], args[#args + 2] = int(list[i]), list[i + 1]
+    while i <= n and #args < 2 * room do
+      local r = list[i]
+      local v = tonumber(r)
+      if v < start or v >= stop then break end
+      args[#args + 1], args[#args + 2] = v == r and int(v) or r, list[i + 1]
       i = i + 2
     end
     c.jobs = c.jobs + call_many('ZADD', c.key, args)
     if c.width > 1 and c.jobs >= SLOT_MAX then
-      split_slot(ik, c, list[i])
+      split_slot(ik, c, tonumber(list[i]))
       last_slot[kind] = nil
     end
   end
