@@ -160,7 +160,7 @@ local function ours()
     local tag = "{bench:default}"
     N.redis_cmd(redis.port, "EVAL", scripts.drain, 4, tag .. ":j", tag .. ":kinds", tag .. ":dead", tag .. ":meta")
     local pending = tonumber(N.redis_cmd(redis.port, "HGET", tag .. ":meta", "jobs")) or 0
-    local intake = N.redis_cmd(redis.port, "LLEN", tag .. ":inbox")
+    local intake = N.redis_cmd(redis.port, "LLEN", tag .. ":incoming")
     local after, usec1 = calls()
     return { rate = s.jobs / SECS, jobs = s.jobs, failed = s.failed, trips = after - before,
              scripts = (usec1 - usec0) / 1e6,

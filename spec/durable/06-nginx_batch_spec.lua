@@ -228,12 +228,12 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
     local status, body = N.get(port, "/far?n=499", 30)
     assert.equal("ok\n", body, status)
     socket.sleep(0.3) -- (a poll would have moved them in by now: there is none)
-    assert.equal(499, redis_cmd(redis.port, "LLEN", "{far:default}:inbox"))
+    assert.equal(499, redis_cmd(redis.port, "LLEN", "{far:default}:incoming"))
     status, body = N.get(port, "/far?n=1", 30)
     assert.equal("ok\n", body, status)
     local left
     for _ = 1, 100 do
-      left = redis_cmd(redis.port, "LLEN", "{far:default}:inbox")
+      left = redis_cmd(redis.port, "LLEN", "{far:default}:incoming")
       if left == 0 then break end
       socket.sleep(0.02)
     end

@@ -94,7 +94,7 @@ function Engine.open(o, owner)
     name = "redis " .. base, owner = owner, sha = {}, kinds = {}, handled = {},
     offset = 0, offset_lo = -math.huge, offset_hi = math.huge, synced_at = mono(),
     claimed_until = 0,
-    keys = { base .. ":j", base .. ":kinds", base .. ":dead", base .. ":meta" }, intake = base .. ":inbox",
+    keys = { base .. ":j", base .. ":kinds", base .. ":dead", base .. ":meta" }, intake = base .. ":incoming",
   }, Engine)
   if type(o.redis) == "function" or (getmetatable(o.redis) and not o.redis.evalsha) then
     self.connect = o.redis

@@ -20,21 +20,22 @@
 --                    their lease (reclaimed once it passes)
 --   {p:q}:kinds      set of the kinds with jobs (to count and range)
 --   {p:q}:dead       sorted set: dead job ids scored by their due time
---   {p:q}:meta       hash: app = hwtimer.durable, format = 5, buckets (how
+--   {p:q}:meta       hash: app = hwtimer.durable, format = 6, buckets (how
 --                    many numbered buckets), jobs (how many jobs, dead ones
 --                    too), hashed (how many of them the numbered buckets hold)
---   {p:q}:inbox      list, the intake: jobs with fresh ids, an entry a call
---                    ("s us " of the server's clock and its jobs as `put`
---                    reads them: an RPUSH of the client, stamped as it bounds
---                    that clock, or S.add, which reads TIME), not yet in a
---                    bucket and a slot; every other script moves them there
---                    first (see S.add)
---   {p:q}:in, {p:q}:intake  strings once a store of format 3 or 4 was
---                    upgraded: the intakes of formats 3 and 4, made strings
+--   {p:q}:incoming   list, the intake: jobs with fresh ids, an entry a call,
+--                    not yet in a bucket and a slot; every other script moves
+--                    them there first (see S.add). An RPUSH of the client,
+--                    which stamped the entry as it bounds the server's clock:
+--                    "=" and the jobs as they are to be stored
+--                    (hwtimer.durable.redis_entry); or of S.add, which reads
+--                    TIME: "s us " and the jobs as `put` reads them
+--   {p:q}:in, {p:q}:intake, {p:q}:inbox  strings once a store of format 3, 4
+--                    or 5 was upgraded: the intakes of those formats, made strings
 --                    so that a process of those formats still running fails
 --                    every script at its first command (each reads or pushes
 --                    its intake first), writing nothing (see S.open)
--- KEYS are {p:q}:j, kinds, dead, meta (`add`: {p:q}:inbox alone); the
+-- KEYS are {p:q}:j, kinds, dead, meta (`add`: {p:q}:incoming alone); the
 -- others are derived from the first (same tag, same slot).
 --
 -- Why buckets and slots, not one hash and one sorted set per kind: Redis
@@ -60,10 +61,13 @@ local S = {}
 -- and in the intake, the acknowledgements' fields), the intake moved to
 -- {p:q}:intake and {p:q}:in a string. 5: blocks (the jobs of ids the queue
 -- made, which a process of format 4 would look for in numbered buckets),
--- the intake moved to {p:q}:inbox and {p:q}:intake a string. open upgrades
--- a store of format 2, 3 or 4 (their jobs are read as they are: no
--- schedule before 4; their ids are not of the blocks' form).
-S.FORMAT = 5
+-- the intake moved to {p:q}:inbox and {p:q}:intake a string. 6: entries
+-- the client stamped, of jobs packed as stored (which a process of format 5
+-- would fail to read), the intake moved to {p:q}:incoming and {p:q}:inbox
+-- a string. open upgrades a store of format 2, 3, 4 or 5 (their jobs are
+-- read as they are: no schedule before 4; their ids are not of the blocks'
+-- form before 5).
+S.FORMAT = 6
 
 -- The intake holds at most about this many jobs: `add` reports its length
 -- in entries (calls), and the client that sent k jobs has it moved in (the
@@ -362,7 +366,7 @@ end
 -- have at each entry's time. Every script but open, add and put
 -- (which calls it first) calls it before anything else, so that none sees
 -- the store without them.
-local INTAKE = base .. ':inbox'
+local INTAKE = base .. ':incoming'
 -- The jobs of an entry the client stamped (hwtimer.durable.redis_entry:
 -- after its mark, each job's id, kind, due time as text and value, all new,
 -- none a schedule) into `w` and `kinds` as put_jobs collects them: read,
