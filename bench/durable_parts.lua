@@ -1,0 +1,141 @@
+-- bench/durable_parts.lua: where a schedule's time goes, one at a time on
+-- Redis (redis-lua over loopback TCP, a redis-server of its own).
+--   lua5.4 bench/durable_parts.lua [rounds]      (~1 min)
+-- 1. Round trips, alternated rounds of 2,000, medians: q:schedule with its
+--    share of the drains (the intake moved in once it holds INTAKE_MAX
+--    jobs), q:schedule without (a second process whose intake is never
+--    moved in), a bare RPUSH of an entry of the same size, and the floor
+--    (EVALSHA of a script that only reads TIME).
+-- 2. The drain's steps, Redis's time a job: the `drain` script with TIME
+--    read between its steps (reading the entries, the buckets, the slots),
+--    over 400 schedules of one job each (fewer than INTAKE_MAX: none moved
+--    in before); the second fastest of `rounds`.
+-- 3. The client's Lua: q:schedule with a client object that answers at once
+--    (200,000 calls; the stamp kept tight), the median of 3.
+local N = require("spec.nginx")
+
+if arg[1] == "schedules" then -- the child of part 1
+  local S = require("hwtimer.durable.redis_scripts")
+  if arg[3] == "never" then S.INTAKE_MAX = 1e12 end
+  local hwtimer = require("hwtimer")
+  local durable = require("hwtimer.durable")
+  local redis = N.redis_lua()
+  local c = redis.connect("127.0.0.1", tonumber(arg[2]))
+  local q = assert(durable.open(hwtimer.new(), { redis = c, prefix = "parts_" .. arg[3] }))
+  for _ = 1, 2000 do assert(q:schedule("far", 3600)) end -- (warm)
+  io.stdout:setvbuf("no")
+  print("ready")
+  while io.read("*l") == "go" do
+    local t0 = hwtimer.now()
+    for _ = 1, 2000 do assert(q:schedule("far", 3600)) end
+    print(string.format("%.3f", (hwtimer.now() - t0) / 2000 * 1e6))
+  end
+  q:pending()
+  os.exit(0)
+end
+
+local hwtimer = require("hwtimer")
+local durable = require("hwtimer.durable")
+local S = require("hwtimer.durable.redis_scripts")
+local redis = N.redis_lua()
+local ROUNDS = tonumber(arg[1]) or 11
+local lua = os.getenv("HWT_LUA") or arg[-1] or "lua5.4"
+
+local function median(t)
+  table.sort(t)
+  return t[math.ceil(#t / 2)]
+end
+
+local server = N.start_redis()
+local ok, err = pcall(function()
+  local c = redis.connect("127.0.0.1", server.port)
+  -- Part 1: the two schedulers are processes of their own (INTAKE_MAX is
+  -- read when the engine loads), driven round by round through a pipe.
+  local function child(mode)
+    local inp = os.tmpname()
+    local fifo = inp .. ".fifo"
+    os.remove(inp)
+    assert(os.execute("mkfifo " .. fifo))
+    local out = io.popen(string.format("%s bench/durable_parts.lua schedules %d %s < %s", lua, server.port, mode, fifo))
+    local w = io.open(fifo, "w")
+    w:setvbuf("no")
+    assert(out:read("*l") == "ready")
+    return { w = w, out = out, fifo = fifo }
+  end
+  local with, without = child("drained"), child("never")
+  local sha = c:script("load", "return redis.call('TIME')")
+  local entry = string.rep("x", 90)
+  local t = { with = {}, without = {}, rpush = {}, floor = {} }
+  for r = 1, ROUNDS do
+    with.w:write("go\n")
+    t.with[r] = tonumber(with.out:read("*l"))
+    without.w:write("go\n")
+    t.without[r] = tonumber(without.out:read("*l"))
+    local t0 = hwtimer.now()
+    for _ = 1, 2000 do c:rpush("parts_bare", entry) end
+    t.rpush[r] = (hwtimer.now() - t0) / 2000 * 1e6
+    c:del("parts_bare")
+    t0 = hwtimer.now()
+    for _ = 1, 2000 do c:evalsha(sha, 0) end
+    t.floor[r] = (hwtimer.now() - t0) / 2000 * 1e6
+  end
+  for _, ch in ipairs({ with, without }) do
+    ch.w:write("stop\n")
+    ch.w:close()
+    ch.out:close()
+    os.remove(ch.fifo)
+  end
+  print(string.format("durable (Redis) one at a time, us a call (medians of %d alternated rounds of 2,000): " ..
+    "schedule %.1f with its share of the drains, %.1f without; bare RPUSH %.1f; floor (EVALSHA of TIME) %.1f",
+    ROUNDS, median(t.with), median(t.without), median(t.rpush), median(t.floor)))
+
+  -- Part 2: the drain's steps.
+  local steps = S.drain
+  local function sub(find, repl)
+    local s, n = steps:gsub(find, function() return repl end)
+    assert(n == 1, "bench/durable_parts.lua: the drain script changed: " .. find)
+    steps = s
+  end
+  sub("\n  jset_all%(w%)\n  for kind, list in pairs%(kinds%) do ready_add%(kind, list%) end\n",
+    "\n  T[1] = redis.call('TIME')\n  jset_all(w)\n  T[2] = redis.call('TIME')\n" ..
+    "  for kind, list in pairs(kinds) do ready_add(kind, list) end\n  T[3] = redis.call('TIME')\n")
+  sub("return done%(%{ now %}%)", "done({})\nT[4] = redis.call('TIME')\n" ..
+    "local out = { now }\nfor i = 1, 4 do out[i + 1] = T[i][1] * 1000000 + T[i][2] end\nreturn out")
+  sub("^local JOBS, KINDS", "local T = {}\nlocal JOBS, KINDS")
+  local timer = hwtimer.new()
+  local q = assert(durable.open(timer, { redis = c, prefix = "parts_steps" }))
+  local k = durable.engine(q).keys
+  local rows = {}
+  for r = 1, math.max(4, math.floor(ROUNDS / 2)) do
+    for _ = 1, 400 do assert(q:schedule("far", 3600)) end
+    local res = c:eval(steps, 4, k[1], k[2], k[3], k[4])
+    local v = {}
+    for i = 1, 5 do v[i] = tonumber(res[i]) end
+    rows[r] = { read = (v[2] - v[1]) / 400, buckets = (v[3] - v[2]) / 400, slots = (v[4] - v[3]) / 400,
+      whole = (v[5] - v[1]) / 400 }
+  end
+  table.sort(rows, function(a, b) return a.whole < b.whole end)
+  local m = rows[2]
+  print(string.format("durable (Redis) drain of 400 one-job entries, Redis's time a job (the second fastest of %d): " ..
+    "reading the entries %.2f us, buckets %.2f, slots %.2f, whole %.2f", #rows, m.read, m.buckets, m.slots, m.whole))
+  q:close()
+
+  -- Part 3: the client's own time.
+  local calls = require("hwtimer.durable.redis_client")
+  q = assert(durable.open(timer, { redis = c, prefix = "parts_client" }))
+  local eng = durable.engine(q)
+  local len = 0
+  eng.client = { rpush = function() len = len + 1 return len end }
+  local times = {}
+  for r = 1, 3 do
+    eng.synced_at, eng.synced_boot = calls.mono(), calls.boot and calls.boot()
+    local t0 = hwtimer.now()
+    for _ = 1, 200000 do q:schedule("far", 3600) end
+    times[r] = (hwtimer.now() - t0) / 200000 * 1e6
+  end
+  print(string.format("durable (Redis) the client's Lua a schedule, %s (a client object that answers at once): %.2f us",
+    _VERSION, median(times)))
+  q:close()
+end)
+server:stop()
+if not ok then error(err) end
