@@ -48,8 +48,8 @@ local Batch = {}
 Batch.__index = Batch
 
 --- b = redis_batch.new(send): send(jobs) makes one round trip with the
--- jobs (a list of the engine's encoded jobs) and returns the reply, or
--- nil and a message.
+-- jobs (a list of the engine's jobs, each as it gave it to b:add) and
+-- returns the reply, or nil and a message.
 function M.new(send)
   return setmetatable({ send = send, line = {}, busy = false, since = 0, trips = 0, waking = 0 }, Batch)
 end
