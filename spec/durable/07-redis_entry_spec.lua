@@ -19,6 +19,7 @@ if os.getenv("HWT_SLOW") or not (have_socket and redis and have_server) then
 end
 
 local hwtimer = require("hwtimer")
+local helpers = require("spec.helpers")
 local durable = require("hwtimer.durable")
 local entry = require("hwtimer.durable.redis_entry")
 
@@ -51,7 +52,10 @@ describe("hwtimer.durable.redis_entry", function()
     local lengths = { 0, 1, 31, 32, 255, 256, 65535, 65536 }
     local numbers = { 0, 1, 127, 128, 255, 256, 65535, 65536, 4294967295, 4294967296, 1.8e15 + 7, 2 ^ 53 - 1,
       -1, -32, -33, -128, -129, -32768, -32769, -2147483648, -2147483649, -4294967296, -4294967297,
-      -1.8e15 - 7, -(2 ^ 53 - 1) }
+      -1.8e15 - 7, -(2 ^ 53 - 1),
+      -- past an int64: floats, of 32 bits where exact (cmsgpack's rule)
+      2 ^ 63 - 1024, 2 ^ 63, 2 ^ 63 + 2048, 1e19, 2 ^ 64, 2 ^ 127, 2 ^ 128, 1e300,
+      -(2 ^ 63), -(2 ^ 63) - 2048, -1e19, -(2 ^ 100), -1e300 }
     local n = 0
     for _, len in ipairs(lengths) do
       local kind, payload = string.rep("k", len), string.rep("\0p", len):sub(1, len)
@@ -73,26 +77,45 @@ describe("hwtimer.durable.redis_entry", function()
     assert.equal(16 + #numbers * 6, n)
   end)
 
-  it("moves in an intake of both forms of entry, each job due as its schedule answered", function()
+  it("moves in an intake of both forms of entry, each job due as its schedule answered, and runs each once",
+    function()
     local timer = hwtimer.new()
     local c = redis.connect("127.0.0.1", server.port)
     local q = assert(durable.open(timer, { redis = c, prefix = "entries" }))
+    local eng = durable.engine(q)
     local calls = require("hwtimer.durable.redis_client")
     local stamp = calls.stamp
-    local ids, dues = {}, {}
-    -- (the stamp refused for every third: the `add` script's entry)
+    local ids, soon = {}, {}
+    -- (the stamp refused for every third call: the `add` script's entry)
     local made = 0
     calls.stamp = function(self)
       made = made + 1
       if made % 3 == 0 then return nil end
       return stamp(self)
     end
+    local far_past, far_future
     local ok, err = pcall(function()
       assert(q:pending() == 0) -- (a reply: bounds to stamp with)
       for i = 1, 30 do
-        local id = assert(q:schedule("k" .. i % 2, 60 + i / 1000, i % 5 == 0 and string.rep("x", i * 10) or nil))
-        ids[i] = id
+        local id = assert(q:schedule("k" .. i % 2, 0.3 + i / 1000, i % 5 == 0 and string.rep("x", i * 10) or nil))
+        ids[i], soon[id] = id, true
       end
+      -- entries of three jobs each, in both forms (as nginx's requests
+      -- send theirs), one of them due ~317,000 years before 1970
+      for n = 1, 2 do
+        local jobs = {}
+        for j = 1, 3 do
+          local id = q._new_id()
+          jobs[j] = { id, "k0", "many" .. n .. j, string.format("%.0f", 400000 + j * 1000), true, "0" }
+          ids[#ids + 1], soon[id] = id, true
+        end
+        if n == 2 then
+          far_past = q._new_id()
+          jobs[4] = { far_past, "k1", nil, "-10000000000000000000", true, "0" }
+        end
+        assert(eng:add_many(jobs))
+      end
+      far_future = assert(q:at("k1", 1e13)) -- (1e19 us: past an int64, packed as a float)
     end)
     calls.stamp = stamp
     assert(ok, err)
@@ -101,17 +124,39 @@ describe("hwtimer.durable.redis_entry", function()
     local marks = {}
     for _, e in ipairs(items) do marks[e:sub(1, 1) == entry.MARK and "stamped" or "add"] = true end
     assert.same({ stamped = true, add = true }, marks)
-    for i = 1, 30 do
+    local dues = {}
+    for i = 1, 36 do
       local job = assert(q:get(ids[i])) -- (a script: the intake moved in first)
       dues[i] = job.due
-      assert.equal("k" .. i % 2, job.kind)
-      assert.equal(i % 5 == 0 and string.rep("x", i * 10) or nil, job.payload)
+      if i <= 30 then
+        assert.equal("k" .. i % 2, job.kind)
+        assert.equal(i % 5 == 0 and string.rep("x", i * 10) or nil, job.payload)
+      else
+        assert.equal("many" .. (i <= 33 and 1 or 2) .. ((i - 31) % 3 + 1), job.payload)
+      end
       assert.equal(0, job.attempt)
     end
     assert.equal(0, c:llen(inbox))
-    assert.equal(30, q:pending())
-    -- due in the order they were scheduled, 60 s ahead
+    assert.equal(38, q:pending())
+    -- due in the order they were scheduled
     for i = 2, 30 do assert.is_true(dues[i] > dues[i - 1], "job " .. i) end
+    -- (1e19 us before its stamp: the reply carries it as text, every digit)
+    assert.is_true(math.abs(q:get(far_past).due + 1e13 - os.time()) < 60, tostring(q:get(far_past).due))
+    assert.equal(1e13, q:get(far_future).due)
+    -- each runs once when due, the one due long ago at once; the one due
+    -- in ~317,000 years waits, and is cancelled
+    local ran = {}
+    local function run(job) ran[job.id] = (ran[job.id] or 0) + 1 end
+    q:handle("k0", run)
+    q:handle("k1", run)
+    assert.is_true(helpers.wait_until(timer, function() return q:pending() == 1 end, 10))
+    timer:run(0.1)
+    for id in pairs(soon) do assert.equal(1, ran[id], id) end
+    assert.equal(1, ran[far_past])
+    assert.is_nil(ran[far_future])
+    assert.is_true(q:cancel(far_future))
+    assert.equal(0, q:pending())
     q:close()
+    timer:close()
   end)
 end)

@@ -174,22 +174,6 @@ local function drain(self)
   end)
 end
 
--- Jobs with fresh ids to the intake, in one call, as one entry. Its time
--- is the server's as this process bounds it from above (redis_client's
--- stamp), so no job is due before its delay has passed on the server's
--- clock: then the call is a plain RPUSH, which costs Redis less than any
--- script (an EVALSHA of one that only reads TIME is the floor the schedule
--- is measured against), of the jobs as they are to be stored
--- (hwtimer.durable.redis_entry). When the bounds are too wide for that (no
--- reply for about a second), the `add` script stamps the entry with TIME
--- ("seconds microseconds jobs", the jobs as `put` reads them), and its
--- reply narrows them. Returns { the entry's time (us), the intake's length
--- in entries }.
--- The intake is moved in once it is long, where no process of the queue
--- polls it: by the caller that sent the jobs, once the intake's entries
--- times its jobs reach INTAKE_MAX (so about once in INTAKE_MAX schedules);
--- in nginx by a timer of its own, which no request waits for. Its failure
--- is no schedule's: the jobs are stored, and the next script moves them.
 -- A job to add is { id, kind, payload, when (text, us), relative, every
 -- (text, us) }: encoded once it is known how (stamped here or by `add`).
 local entry_job, MARK = entry.job, entry.MARK
@@ -220,7 +204,24 @@ local function for_add(jobs)
   -- (one argument: Redis makes an object of each, ~0.2 us a job)
   return concat(parts)
 end
-local function add_call(self, jobs)
+--- res, err = eng:add_many(jobs): jobs with fresh ids to the intake, in
+-- one call, as one entry (each job as Engine:add takes it). Its time
+-- is the server's as this process bounds it from above (redis_client's
+-- stamp), so no job is due before its delay has passed on the server's
+-- clock: then the call is a plain RPUSH, which costs Redis less than any
+-- script (an EVALSHA of one that only reads TIME is the floor the schedule
+-- is measured against), of the jobs as they are to be stored
+-- (hwtimer.durable.redis_entry). When the bounds are too wide for that (no
+-- reply for about a second), the `add` script stamps the entry with TIME
+-- ("seconds microseconds jobs", the jobs as `put` reads them), and its
+-- reply narrows them. Returns { the entry's time (us), the intake's length
+-- in entries }.
+-- The intake is moved in once it is long, where no process of the queue
+-- polls it: by the caller that sent the jobs, once the intake's entries
+-- times its jobs reach INTAKE_MAX (so about once in INTAKE_MAX schedules);
+-- in nginx by a timer of its own, which no request waits for. Its failure
+-- is no schedule's: the jobs are stored, and the next script moves them.
+function Engine:add_many(jobs)
   local len, at = self:push_stamped(self.intake, stamped, jobs)
   local res, err
   if len then
@@ -242,11 +243,11 @@ function Engine:add(job)
   local res, err
   if self.pooled then
     if not self.batcher then
-      self.batcher = require("hwtimer.durable.redis_batch").new(function(jobs) return add_call(self, jobs) end)
+      self.batcher = require("hwtimer.durable.redis_batch").new(function(jobs) return self:add_many(jobs) end)
     end
     res, err = self.batcher:add(job)
   else
-    res, err = add_call(self, { job })
+    res, err = self:add_many({ job })
   end
   if not res then return nil, err end
   local due = due_of(job, tonumber(res[1]))

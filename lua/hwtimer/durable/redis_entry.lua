@@ -16,7 +16,7 @@ local M = {}
 local char, floor, format = string.char, math.floor, string.format
 local spack = string.pack -- luacheck: ignore (Lua 5.3 and later)
 
--- v (a whole number, 0 <= v < 2^53) as n (2, 4 or 8) bytes, big-endian
+-- v (a whole number, 0 <= v < 2^64) as n (2, 4 or 8) bytes, big-endian
 local be
 if spack then
   local fmt = { [2] = ">I2", [4] = ">I4", [8] = ">I8" }
@@ -40,10 +40,36 @@ for n = 0, 255 do short[n] = "\0\0\0" .. char(n) end
 local function u32(n) return short[n] or be(n, 4) end
 M.u32 = u32
 
--- A whole number (|v| < 2^53) as cmsgpack writes it: the shortest form
--- that holds it, unsigned when v >= 0 (a due time before 1970 is negative).
+-- A number past what an int64 holds (a due time ~292,000 years away) as
+-- cmsgpack writes it: a float, of 32 bits when that is exact.
 local TWO32 = 4294967296
+local float
+if spack then
+  local sunpack = string.unpack -- luacheck: ignore
+  float = function(v)
+    local f = spack(">f", v)
+    if sunpack(">f", f) == v then return "\202" .. f end
+    return "\203" .. spack(">d", v)
+  end
+else
+  local frexp = math.frexp
+  float = function(v)
+    local sign = v < 0 and 2147483648 or 0
+    local m, e = frexp(v < 0 and -v or v) -- |v| = m * 2^e, 0.5 <= m < 1
+    local m24 = m * 16777216
+    if m24 % 1 == 0 and e <= 128 then -- (24 bits of mantissa, the exponent within a float's)
+      return "\202" .. be(sign + (e + 126) * 8388608 + m24 - 8388608, 4)
+    end
+    local mant = (m * 2 - 1) * 4503599627370496 -- (2^52: the mantissa's bits, a whole number)
+    return "\203" .. be(sign + (e + 1022) * 1048576 + floor(mant / TWO32), 4) .. be(mant % TWO32, 4)
+  end
+end
+
+-- A whole number as cmsgpack writes it: the shortest form that holds it,
+-- unsigned when v >= 0 (a due time before 1970 is negative); past int64,
+-- a float.
 local function int(v)
+  if v >= 9223372036854775808 or v < -9223372036854775808 then return float(v) end
   if v >= 0 then
     if v <= 127 then return char(v) end
     if v <= 0xff then return "\204" .. char(v) end

@@ -131,7 +131,7 @@ local function fields_of(out, kind, due, every, attempt, owner, payload, err, de
   out[#out + 1] = kind
   out[#out + 1] = payload and 1 or 0
   out[#out + 1] = payload or ''
-  out[#out + 1] = due
+  out[#out + 1] = int(due) -- (text: an integer reply holds only +-2^63 us)
   out[#out + 1] = attempt
   out[#out + 1] = every
   out[#out + 1] = dead
