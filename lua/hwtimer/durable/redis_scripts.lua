@@ -276,7 +276,8 @@ local function unindex(id, kind, owner, dead, ready)
   end
 end
 -- Write the jobs a script collected, { ids, raws, new = how many of them no
--- job has yet in a numbered bucket }: those buckets split first for the
+-- job has yet in a numbered bucket, blocks = the block key of the i-th when
+-- known }: those buckets split first for the
 -- new ones (one split a new job at most, as writing them one at a time
 -- would), then one HSET a bucket or block.
 local function jset_all(w)
@@ -287,8 +288,10 @@ local function jset_all(w)
   end
   -- by[key]: the index of its one job, or { id, raw, id, raw, ... }
   local ids, raws, by, blocks = w.ids, w.raws, {}, {}
+  local known = w.blocks or {} -- (the block keys take_stamped found)
   for i = 1, #ids do
-    local key, blk = bucket_key(ids[i])
+    local key, blk = known[i], true
+    if not key then key, blk = bucket_key(ids[i]) end
     local g = by[key]
     if not g then
       by[key] = i
@@ -321,6 +324,15 @@ end
 -- index; each kind's { ready, id, ... } goes to kinds[kind] for ready_add,
 -- each due time to `out` when given. `format`: 3 for the intake of a store
 -- of format 3 (no schedule field), else 4.
+-- kinds[kind], made when missing: the { ready, id, ... } of a kind's jobs
+local function kind_list(kinds, kind)
+  local list = kinds[kind]
+  if not list then
+    list = {}
+    kinds[kind] = list
+  end
+  return list
+end
 local JOB_FORMAT = { [3] = '>I4c0I4c0BBBI4c0I4c0I4c0', [4] = '>I4c0I4c0BBBI4c0I4c0I4c0I4c0' }
 JOB_FORMAT[5] = JOB_FORMAT[4]
 local function put_jobs(jobs_in, at, kinds, w, out, format, pos)
@@ -352,11 +364,7 @@ local function put_jobs(jobs_in, at, kinds, w, out, format, pos)
       end
       local n = #ids + 1
       ids[n], raws[n] = id, pack(kind, due, every, attempt, '', payload, false, 0, due, s)
-      local list = kinds[kind]
-      if not list then
-        list = {}
-        kinds[kind] = list
-      end
+      local list = kind_list(kinds, kind)
       list[#list + 1], list[#list + 2] = due, id
       if out then out[#out + 1] = due end
     end
@@ -373,18 +381,20 @@ local INTAKE = base .. ':incoming'
 -- not decoded (the due time goes to ZADD as the text it came as).
 local function take_stamped(e, kinds, w)
   local read, ids, raws = struct.unpack, w.ids, w.raws
+  local known = w.blocks
+  if not known then
+    known = {}
+    w.blocks = known
+  end
   local pos = 2
   while pos <= #e do
     local id, kind, due, raw
     id, kind, due, raw, pos = read('>I4c0I4c0I4c0I4c0', e, pos)
     local n = #ids + 1
     ids[n], raws[n] = id, raw
-    if not block_key(id) then w.new = w.new + 1 end
-    local list = kinds[kind]
-    if not list then
-      list = {}
-      kinds[kind] = list
-    end
+    local key = block_key(id)
+    if key then known[n] = key else w.new = w.new + 1 end
+    local list = kind_list(kinds, kind)
     list[#list + 1], list[#list + 2] = due, id
   end
 end
