@@ -106,12 +106,12 @@ describe("hwtimer.durable.redis_entry", function()
         local jobs = {}
         for j = 1, 3 do
           local id = q._new_id()
-          jobs[j] = { id, "k0", "many" .. n .. j, string.format("%.0f", 400000 + j * 1000), true, "0" }
+          jobs[j] = { id, "k0", "many" .. n .. j, 400000 + j * 1000, true, 0 }
           ids[#ids + 1], soon[id] = id, true
         end
         if n == 2 then
           far_past = q._new_id()
-          jobs[4] = { far_past, "k1", nil, "-10000000000000000000", true, "0" }
+          jobs[4] = { far_past, "k1", nil, -1e19, true, 0 }
         end
         assert(eng:add_many(jobs))
       end

@@ -117,15 +117,6 @@ function Engine:close() self.closed = true end
 -- string after its length in 4 bytes (big-endian), the flags a byte each.
 local u32 = entry.u32
 
--- `when` in microseconds as text: the last one made is kept (a service's
--- schedules mostly use the same few delays; format is a third of the cost
--- of encoding a job here).
-local last_when, last_w
-local function when_us(when)
-  if when ~= last_when then last_when, last_w = when, us(when) end
-  return last_w
-end
-
 -- A schedule's calendar and options as the scripts read them
 -- (hwtimer.durable.redis_schedules): cron, tz, start, stop, limit, missed,
 -- window, '' for none; "" for a job that is no schedule.
@@ -149,11 +140,10 @@ end
 -- `fresh`: the front made the id, so no job has it (nothing to replace).
 -- A schedule (`sched`) goes through `put`, which may keep the one stored.
 function Engine:put(id, kind, payload, when, relative, every, fresh, sched)
-  local w, e = when_us(when), every and us(every) or "0"
   if fresh and not sched and not self.batch then
-    return self:add({ id, kind, payload, w, relative, e })
+    return self:add({ id, kind, payload, ceil(when * 1e6), relative, every and ceil(every * 1e6) or 0 })
   end
-  local job = job_put(id, kind, payload, w, relative, e, fresh, sched_put(sched))
+  local job = job_put(id, kind, payload, us(when), relative, every and us(every) or "0", fresh, sched_put(sched))
   if self.batch then
     self.batch[#self.batch + 1] = job
     return true
@@ -174,23 +164,24 @@ local function drain(self)
   end)
 end
 
--- A job to add is { id, kind, payload, when (text, us), relative, every
--- (text, us) }: encoded once it is known how (stamped here or by `add`).
+-- A job to add is { id, kind, payload, when, relative, every } (when and
+-- every: whole microseconds, numbers): encoded once it is known how
+-- (stamped here or by `add`).
 local entry_job, MARK = entry.job, entry.MARK
 local function due_of(job, at)
-  local w = tonumber(job[4])
+  local w = job[4]
   return job[5] and at + w or w
 end
 -- The entry of `jobs` stamped `at` here (hwtimer.durable.redis_entry).
 local function stamped(at, jobs)
-  if #jobs == 1 then
+  if #jobs == 1 then -- (the mark in the job's own concatenation: one string made, not two)
     local j = jobs[1]
-    return MARK .. entry_job(j[1], j[2], due_of(j, at), tonumber(j[6]), j[3])
+    return entry_job(j[1], j[2], due_of(j, at), j[6], j[3], MARK)
   end
   local parts = { MARK }
   for i = 1, #jobs do
     local j = jobs[i]
-    parts[i + 1] = entry_job(j[1], j[2], due_of(j, at), tonumber(j[6]), j[3])
+    parts[i + 1] = entry_job(j[1], j[2], due_of(j, at), j[6], j[3])
   end
   return concat(parts)
 end
@@ -199,7 +190,7 @@ local function for_add(jobs)
   local parts = {}
   for i = 1, #jobs do
     local j = jobs[i]
-    parts[i] = job_put(j[1], j[2], j[3], j[4], j[5], j[6], true, "")
+    parts[i] = job_put(j[1], j[2], j[3], format("%.0f", j[4]), j[5], format("%.0f", j[6]), true, "")
   end
   -- (one argument: Redis makes an object of each, ~0.2 us a job)
   return concat(parts)

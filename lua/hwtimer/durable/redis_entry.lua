@@ -122,10 +122,10 @@ end
 
 --- The jobs' part of an entry: a job's id, kind, due time (whole
 -- microseconds on the server's clock) as text, and value, each after its
--- length (4 bytes).
-function M.job(id, kind, due, every, payload)
+-- length (4 bytes); after `mark` when given (an entry of this job alone).
+function M.job(id, kind, due, every, payload, mark)
   local t, v = text(due), value(kind, due, every, payload)
-  return u32(#id) .. id .. u32(#kind) .. kind .. u32(#t) .. t .. u32(#v) .. v
+  return (mark or "") .. u32(#id) .. id .. u32(#kind) .. kind .. u32(#t) .. t .. u32(#v) .. v
 end
 
 --- An entry's mark: its first byte (an entry of the `add` script starts
