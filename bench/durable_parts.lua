@@ -10,7 +10,9 @@
 --    read between its steps (reading the entries, the buckets, the slots),
 --    over 400 schedules of one job each (fewer than INTAKE_MAX: none moved
 --    in before); the second fastest of `rounds`.
--- 3. The client's Lua: q:schedule with a client object that answers at once
+-- 3. The drain's writes alone: HSET of 32 jobs into a block, ZADD of 64
+--    into a slot, as a script makes them, Redis's time a job (medians).
+-- 4. The client's Lua: q:schedule with a client object that answers at once
 --    (200,000 calls; the stamp kept tight, the intake never long), the
 --    median of 3.
 local N = require("spec.nginx")
@@ -121,7 +123,43 @@ local ok, err = pcall(function()
     "reading the entries %.2f us, buckets %.2f, slots %.2f, whole %.2f", #rows, m.read, m.buckets, m.slots, m.whole))
   q:close()
 
-  -- Part 3: the client's own time.
+  -- Part 3: the drain's two writes alone, as its script makes them for
+  -- jobs of one kind due one after another: an HSET of 32 new jobs into a
+  -- new block, a ZADD of 64 into a new slot (ids of 26 hex digits, values
+  -- of this job's size, due times as text), the arguments made before the
+  -- clock starts. What is left of the drain over these is its Lua.
+  local bare = c:script("load", [[
+local r, value = tonumber(ARGV[1]), ARGV[2]
+local function id(i) return string.format('%012x%08x%06x', 1795000000000 + r, 0xabcdef, i) end
+local h, z = {}, {}
+for b = 1, 16 do
+  local args = {}
+  for i = 1, 32 do args[#args + 1], args[#args + 2] = id(b * 32 + i), value end
+  h[b] = args
+end
+for s = 1, 8 do
+  local args = {}
+  for i = 1, 64 do args[#args + 1], args[#args + 2] = string.format('%d', 1795000000000000 + r * 1e6 + s * 64 + i), id(s * 64 + i) end
+  z[s] = args
+end
+local t0 = redis.call('TIME')
+for b = 1, 16 do redis.call('HSET', 'parts_bare_h:' .. r .. ':' .. b, unpack(h[b])) end
+local t1 = redis.call('TIME')
+for s = 1, 8 do redis.call('ZADD', 'parts_bare_z:' .. r .. ':' .. s, unpack(z[s])) end
+local t2 = redis.call('TIME')
+local function us(t) return t[1] * 1000000 + t[2] end
+return { us(t1) - us(t0), us(t2) - us(t1) }
+]])
+  local value = require("hwtimer.durable.redis_entry").value("far", 1795000000000000, 0, nil)
+  local hs, zs = {}, {}
+  for r = 1, 4 * ROUNDS do
+    local res = c:evalsha(bare, 0, r, value)
+    hs[r], zs[r] = res[1] / 512, res[2] / 512
+  end
+  print(string.format("durable (Redis) the drain's writes alone, Redis's time a job (medians of %d): HSET into a block " ..
+    "of 32 %.2f us, ZADD into a slot of 64 %.2f us", 4 * ROUNDS, median(hs), median(zs)))
+
+  -- Part 4: the client's own time.
   local calls = require("hwtimer.durable.redis_client")
   q = assert(durable.open(timer, { redis = c, prefix = "parts_client" }))
   local eng = durable.engine(q)
