@@ -112,6 +112,9 @@ describe("hwtimer.durable.redis_entry", function()
         if n == 2 then
           far_past = q._new_id()
           jobs[4] = { far_past, "k1", nil, -1e19, true, 0 }
+          -- and one of an id no generator made (no block: a numbered bucket)
+          jobs[5] = { "not-of-a-block", "k1", "odd", 450000, true, 0 }
+          soon["not-of-a-block"] = true
         end
         assert(eng:add_many(jobs))
       end
@@ -137,7 +140,8 @@ describe("hwtimer.durable.redis_entry", function()
       assert.equal(0, job.attempt)
     end
     assert.equal(0, c:llen(inbox))
-    assert.equal(38, q:pending())
+    assert.equal(39, q:pending())
+    assert.equal("odd", q:get("not-of-a-block").payload)
     -- due in the order they were scheduled
     for i = 2, 30 do assert.is_true(dues[i] > dues[i - 1], "job " .. i) end
     -- (1e19 us before its stamp: the reply carries it as text, every digit)

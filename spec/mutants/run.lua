@@ -153,7 +153,7 @@ end
 
 -- Whether busted ran a test at all in a log (a filter can match none).
 local function ran_any(out)
-  for n in out:gmatch("(%d+) successes? /") do
+  for n in out:gmatch("(%d+) success[es]* /") do -- ("1 success", "2 successes")
     if tonumber(n) > 0 then return true end
   end
   return false

@@ -95,13 +95,15 @@ end
 -- unpack stops near 8,000, and a script that fails halfway keeps what it
 -- wrote); the replies' sum.
 local CHUNK = 1000
-local function call_many(cmd, key, list)
+-- (of list[from..to] alone: a run of a longer list, no copy made)
+local function call_range(cmd, key, list, from, to)
   local n = 0
-  for i = 1, #list, CHUNK do
-    n = n + redis.call(cmd, key, tunpack(list, i, math.min(i + CHUNK - 1, #list)))
+  for i = from, to, CHUNK do
+    n = n + redis.call(cmd, key, tunpack(list, i, math.min(i + CHUNK - 1, to)))
   end
   return n
 end
+local function call_many(cmd, key, list) return call_range(cmd, key, list, 1, #list) end
 -- fields of a length-prefixed blob ("3:abc0:")
 local function reader(blob)
   local pos = 1
@@ -276,39 +278,31 @@ local function unindex(id, kind, owner, dead, ready)
   end
 end
 -- Write the jobs a script collected, { ids, raws, new = how many of them no
--- job has yet in a numbered bucket, blocks = the block key of the i-th when
--- known }: those buckets split first for the
--- new ones (one split a new job at most, as writing them one at a time
--- would), then one HSET a bucket or block.
+-- job has yet in a numbered bucket, by = the jobs take_stamped put in
+-- their blocks (key -> { id, raw, id, raw, ... }) or nil }: those buckets
+-- split first for the new ones (one split a new job at most, as writing
+-- them one at a time would), then one HSET a bucket or block.
 local function jset_all(w)
   bucket_state()
   for _ = 1, w.new do
     if hashed + w.new <= LOAD * buckets then break end
     split_bucket()
   end
-  -- by[key]: the index of its one job, or { id, raw, id, raw, ... }
-  local ids, raws, by, blocks = w.ids, w.raws, {}, {}
-  local known = w.blocks or {} -- (the block keys take_stamped found)
+  -- by[key]: { id, raw, id, raw, ... }
+  local ids, raws, by, blocks = w.ids, w.raws, w.by or {}, {}
+  for key in pairs(by) do blocks[key] = true end
   for i = 1, #ids do
-    local key, blk = known[i], true
-    if not key then key, blk = bucket_key(ids[i]) end
+    local key, blk = bucket_key(ids[i])
     local g = by[key]
     if not g then
-      by[key] = i
+      g = {}
+      by[key] = g
       if blk then blocks[key] = true end
-    elseif type(g) == 'number' then
-      by[key] = { ids[g], raws[g], ids[i], raws[i] }
-    else
-      g[#g + 1], g[#g + 2] = ids[i], raws[i]
     end
+    g[#g + 1], g[#g + 2] = ids[i], raws[i]
   end
   for key, g in pairs(by) do
-    local n
-    if type(g) == 'number' then
-      n = redis.call('HSET', key, ids[g], raws[g])
-    else
-      n = call_many('HSET', key, g)
-    end
+    local n = call_many('HSET', key, g)
     if n > 0 then
       counted, jobs = true, jobs + n
       if not blocks[key] then
@@ -377,23 +371,34 @@ end
 local INTAKE = base .. ':incoming'
 -- The jobs of an entry the client stamped (hwtimer.durable.redis_entry:
 -- after its mark, each job's id, kind, due time as text and value, all new,
--- none a schedule) into `w` and `kinds` as put_jobs collects them: read,
--- not decoded (the due time goes to ZADD as the text it came as).
+-- none a schedule) into `w` and `kinds` as put_jobs collects them, a job
+-- of a block straight into its block's list for jset_all: read, not
+-- decoded (the due time goes to ZADD as the text it came as), and no more
+-- made of them than the writes' arguments (the drain's garbage costs it
+-- the collector's time).
 local function take_stamped(e, kinds, w)
-  local read, ids, raws = struct.unpack, w.ids, w.raws
-  local known = w.blocks
-  if not known then
-    known = {}
-    w.blocks = known
+  local read, by = struct.unpack, w.by
+  if not by then
+    by = {}
+    w.by = by
   end
   local pos = 2
   while pos <= #e do
     local id, kind, due, raw
     id, kind, due, raw, pos = read('>I4c0I4c0I4c0I4c0', e, pos)
-    local n = #ids + 1
-    ids[n], raws[n] = id, raw
     local key = block_key(id)
-    if key then known[n] = key else w.new = w.new + 1 end
+    if key then
+      local g = by[key]
+      if not g then
+        g = {}
+        by[key] = g
+      end
+      g[#g + 1], g[#g + 2] = id, raw
+    else
+      local ids, n = w.ids, #w.ids + 1
+      ids[n], w.raws[n] = id, raw
+      w.new = w.new + 1
+    end
     local list = kind_list(kinds, kind)
     list[#list + 1], list[#list + 2] = due, id
   end

@@ -1,10 +1,10 @@
 --- hwtimer.durable.redis_slots: the Redis engine's index of waiting jobs
 -- by ready time, as text that hwtimer.durable.redis_scripts puts in the
--- prelude every script shares (after its keys, `int`, `call_many` and the
--- buckets' PACKED): each kind's slots (sorted sets of ids by ready time,
--- over disjoint spans of time, listed in the kind's index), how a job
--- finds its slot, how a full slot narrows or splits, the walk over them,
--- and the kind's jobs in flight (its lease set).
+-- prelude every script shares (after its keys, `int`, `call_range`,
+-- `call_many` and the buckets' PACKED): each kind's slots (sorted sets of
+-- ids by ready time, over disjoint spans of time, listed in the kind's
+-- index), how a job finds its slot, how a full slot narrows or splits, the
+-- walk over them, and the kind's jobs in flight (its lease set).
 return [[
 -- The kinds' slots: disjoint spans [start, start + width) of ready times,
 -- whole microseconds, at most CELL wide; a slot that reaches SLOT_MAX jobs
@@ -86,22 +86,25 @@ local function slot_for(ik, kind, ready)
 end
 -- Index jobs of `kind` by ready time: list = { ready, id, ready, id, ... },
 -- a ready time a number or its text (whole microseconds: what ZADD is
--- sent). A run of them in one slot is one ZADD.
+-- sent; a number is made text in its place). A run of them in one slot is
+-- one ZADD of that part of the list (no list of arguments made: the
+-- drain's garbage is what its time goes to after the writes themselves).
 local function ready_add(kind, list)
   local ik = rkey(kind)
   local i, n = 1, #list
   while i <= n do
     local c = slot_for(ik, kind, tonumber(list[i]))
     local room = c.width > 1 and SLOT_MAX - c.jobs or math.huge
-    local args, start, stop = {}, c.start, c.start + c.width
-    while i <= n and #args < 2 * room do
+    local from, start, stop = i, c.start, c.start + c.width
+    local most = from + 2 * room -- (the first index past the slot's room)
+    while i <= n and i < most do
       local r = list[i]
       local v = tonumber(r)
       if v < start or v >= stop then break end
-      args[#args + 1], args[#args + 2] = v == r and int(v) or r, list[i + 1]
+      if v == r then list[i] = int(v) end
       i = i + 2
     end
-    c.jobs = c.jobs + call_many('ZADD', c.key, args)
+    c.jobs = c.jobs + call_range('ZADD', c.key, list, from, i - 1)
     if c.width > 1 and c.jobs >= SLOT_MAX then
       split_slot(ik, c, tonumber(list[i]))
       last_slot[kind] = nil
