@@ -117,6 +117,15 @@ function Engine:close() self.closed = true end
 -- string after its length in 4 bytes (big-endian), the flags a byte each.
 local u32 = entry.u32
 
+-- `when` in microseconds as text, for put: the last one made is kept (a
+-- service's schedules mostly use the same few delays; format is a third
+-- of the cost of encoding a job here).
+local last_when, last_w
+local function when_us(when)
+  if when ~= last_when then last_when, last_w = when, us(when) end
+  return last_w
+end
+
 -- A schedule's calendar and options as the scripts read them
 -- (hwtimer.durable.redis_schedules): cron, tz, start, stop, limit, missed,
 -- window, '' for none; "" for a job that is no schedule.
@@ -143,7 +152,7 @@ function Engine:put(id, kind, payload, when, relative, every, fresh, sched)
   if fresh and not sched and not self.batch then
     return self:add({ id, kind, payload, ceil(when * 1e6), relative, every and ceil(every * 1e6) or 0 })
   end
-  local job = job_put(id, kind, payload, us(when), relative, every and us(every) or "0", fresh, sched_put(sched))
+  local job = job_put(id, kind, payload, when_us(when), relative, every and us(every) or "0", fresh, sched_put(sched))
   if self.batch then
     self.batch[#self.batch + 1] = job
     return true
