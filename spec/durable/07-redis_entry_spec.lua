@@ -77,6 +77,34 @@ describe("hwtimer.durable.redis_entry", function()
     assert.equal(16 + #numbers * 6, n)
   end)
 
+  it("writes a job's fields, each after its length, its value as value() packs it", function()
+    local u32 = entry.u32
+    local function text(v) return string.format("%.0f", v) end
+    local n = 0
+    -- kinds and intervals that change from one job to the next (the parts
+    -- kept from the last job must follow), payloads of every form's length
+    for _, len in ipairs({ 0, 1, 31, 32, 255, 256, 65536 }) do
+      for _, kind in ipairs({ "k", string.rep("q", len + 1), "k" }) do
+        for _, every in ipairs({ 0, 65536, 0 }) do
+          for _, p in ipairs({ string.rep("p", len), false }) do
+            for _, due in ipairs({ 1.8e15 + 7, 42, -1e19 }) do
+              local v = entry.value(kind, due, every, p or nil)
+              local want = u32(26) .. string.rep("a", 26) .. u32(#kind) .. kind .. u32(#text(due)) .. text(due) ..
+                u32(#v) .. v
+              local what = string.format("kind of %d bytes, every %d, payload %s, due %.0f", #kind, every,
+                tostring(p and #p), due)
+              -- (compared as they are: hex() of 64 KB, 378 times, is seconds)
+              assert.equal("=" .. want, entry.job(string.rep("a", 26), kind, due, every, p or nil, "="), what)
+              assert.equal(want, entry.job(string.rep("a", 26), kind, due, every, p or nil), what)
+              n = n + 1
+            end
+          end
+        end
+      end
+    end
+    assert.equal(7 * 3 * 3 * 2 * 3, n)
+  end)
+
   it("moves in an intake of both forms of entry, each job due as its schedule answered, and runs each once",
     function()
     local timer = hwtimer.new()

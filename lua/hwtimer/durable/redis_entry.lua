@@ -99,14 +99,22 @@ end
 -- The job's value in its bucket, as the scripts' pack(kind, due, every,
 -- attempt, owner, payload, error, dead, ready, schedule) makes it for a
 -- new job with no schedule: attempt 0, no owner (''), payload or false,
--- no error (false), not dead (0), ready at its due time, no schedule. One
--- concatenation; the kind's part and the interval's kept from the last
--- job (a process schedules few kinds, most of them with no interval).
-local last_kind, kind_part, last_every, every_part
-local function value(kind, due, every, payload)
-  if kind ~= last_kind then last_kind, kind_part = kind, str(kind) end
+-- no error (false), not dead (0), ready at its due time, no schedule:
+-- kind, due, every, '\0\160', payload, '\194\0', due, '\194'. What
+-- depends on the kind alone, and on the interval alone, is kept from the
+-- last job (a process schedules few kinds, most of them with no interval).
+local last_kind, kind_part, kind_head -- str(kind); kind after its length (the entry's field)
+local last_every, every_part
+local function per_kind(kind)
+  last_kind, kind_part, kind_head = kind, str(kind), u32(#kind) .. kind
+end
+local function per_every(every)
   -- (then attempt 0, owner '')
-  if every ~= last_every then last_every, every_part = every, int(every) .. "\0\160" end
+  last_every, every_part = every, int(every) .. "\0\160"
+end
+local function value(kind, due, every, payload)
+  if kind ~= last_kind then per_kind(kind) end
+  if every ~= last_every then per_every(every) end
   local d = int(due)
   -- (then error false, dead 0; after ready, schedule false)
   return kind_part .. d .. every_part .. (payload and str(payload) or "\194") .. "\194\0" .. d .. "\194"
@@ -123,9 +131,16 @@ end
 --- The jobs' part of an entry: a job's id, kind, due time (whole
 -- microseconds on the server's clock) as text, and value, each after its
 -- length (4 bytes); after `mark` when given (an entry of this job alone).
+-- One concatenation (the value's length is known from its parts): this
+-- is on every schedule's path.
 function M.job(id, kind, due, every, payload, mark)
-  local t, v = text(due), value(kind, due, every, payload)
-  return (mark or "") .. u32(#id) .. id .. u32(#kind) .. kind .. u32(#t) .. t .. u32(#v) .. v
+  if kind ~= last_kind then per_kind(kind) end
+  if every ~= last_every then per_every(every) end
+  local t, d = text(due), int(due)
+  local p = payload and str(payload) or "\194"
+  local n = #kind_part + 2 * #d + #every_part + #p + 3
+  return (mark or "") .. u32(#id) .. id .. kind_head .. u32(#t) .. t ..
+    u32(n) .. kind_part .. d .. every_part .. p .. "\194\0" .. d .. "\194"
 end
 
 --- An entry's mark: its first byte (an entry of the `add` script starts
