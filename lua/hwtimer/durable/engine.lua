@@ -71,6 +71,11 @@
 --                    whose run is pending keeps that run (its due, at,
 --                    late, attempts); any other is replaced, due at `when`.
 --                    A schedule keeps the `runs` of the one it replaces.
+--   e:schedule(id, kind, payload, delay)   (optional)
+--                    e:put(id, kind, payload, delay, true, nil, true): a
+--                    job of a fresh id, due `delay` seconds from the
+--                    store's now, outside begin/commit. q:schedule's usual
+--                    call, in one call (the Redis engine's is one RPUSH).
 --   e:cancel(id)     -> key (deleted, pending or dead); false (no such job);
 --                    false, lease_end (another owner holds it under a live
 --                    lease: left as it is). This owner's own lease does not

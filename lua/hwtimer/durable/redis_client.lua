@@ -76,6 +76,8 @@ local function call(self, c, method, ...)
   return res
 end
 
+M.call = call
+
 function M.command(self, method, ...)
   local c, err = client(self)
   if not c then return nil, err, false end
