@@ -14,6 +14,8 @@
 --    end (inside), and as it runs again.
 -- 3. The drain's writes alone: HSET of 32 jobs into a block, ZADD of 64
 --    into a slot, as a script makes them, Redis's time a job (medians).
+-- 3b. Redis's own time a schedule, one at a time with its share of the
+--    drains (INFO commandstats), beside the floor's EVALSHA; medians of 5.
 -- 4. The client's Lua: q:schedule with a client object that answers at once
 --    (200,000 calls; the stamp kept tight, the intake never long), the
 --    median of 3; and the same, each schedule beside a round trip on another
@@ -179,6 +181,37 @@ return { us(t1) - us(t0), us(t2) - us(t1) }
   end
   print(string.format("durable (Redis) the drain's writes alone, Redis's time a job (medians of %d): HSET into a block " ..
     "of 32 %.2f us, ZADD into a slot of 64 %.2f us", 4 * ROUNDS, median(hs), median(zs)))
+
+  -- Part 3b: Redis's own time a schedule, one at a time with its share of
+  -- the drains, from the server's command statistics (its time in each
+  -- command: the drain's EVALSHA includes the commands its script calls),
+  -- beside the floor's EVALSHA of TIME: rounds of 5,000 of each, alternated,
+  -- medians. (Its clients are this process: nothing else runs commands.)
+  do
+    local S_ = require("hwtimer.durable.redis_scripts")
+    local qs = assert(durable.open(timer, { redis = c, prefix = "parts_stats" }))
+    local sha = c:script("load", "return redis.call('TIME')")
+    -- (redis-lua reads INFO into sections of "calls=...,usec=...,..." lines)
+    local function usec(name)
+      local line = c:info("commandstats").commandstats["cmdstat_" .. name]
+      return line and tonumber(line:match("usec=(%d+)")) or 0
+    end
+    local per = 5000
+    for _ = 1, S_.INTAKE_MAX do assert(qs:schedule("far", 3600)) end -- (warm: one drain)
+    local ours, rpush, floor_ = {}, {}, {}
+    for r = 1, 5 do
+      c:config("resetstat")
+      for _ = 1, per do assert(qs:schedule("far", 3600)) end
+      rpush[r], ours[r] = usec("rpush") / per, (usec("rpush") + usec("evalsha")) / per
+      c:config("resetstat")
+      for _ = 1, per do c:evalsha(sha, 0) end
+      floor_[r] = usec("evalsha") / per
+    end
+    print(string.format("durable (Redis) Redis's own time a schedule, one at a time (commandstats, medians of 5 " ..
+      "alternated rounds of %d): %.2f us (the RPUSH %.2f, its share of the drains %.2f); the floor's EVALSHA %.2f us",
+      per, median(ours), median(rpush), median(ours) - median(rpush), median(floor_)))
+    qs:close()
+  end
 
   -- Part 4: the client's own time.
   local calls = require("hwtimer.durable.redis_client")
