@@ -206,6 +206,12 @@ local function for_add(jobs)
   -- (one argument: Redis makes an object of each, ~0.2 us a job)
   return concat(parts)
 end
+-- (the `add` script's way: no stamp to give)
+local function add_script(self, jobs)
+  local res, err = self:run("add", for_add(jobs))
+  if res and tonumber(res[2]) * #jobs >= INTAKE_MAX then drain(self) end
+  return res, err
+end
 --- res, err = eng:add_many(jobs): jobs with fresh ids to the intake, in
 -- one call, as one entry (each job as Engine:add takes it). Its time
 -- is the server's as this process bounds it from above (redis_client's
@@ -223,12 +229,6 @@ end
 -- times its jobs reach INTAKE_MAX (so about once in INTAKE_MAX schedules);
 -- in nginx by a timer of its own, which no request waits for. Its failure
 -- is no schedule's: the jobs are stored, and the next script moves them.
--- (the `add` script's way: no stamp to give)
-local function add_script(self, jobs)
-  local res, err = self:run("add", for_add(jobs))
-  if res and tonumber(res[2]) * #jobs >= INTAKE_MAX then drain(self) end
-  return res, err
-end
 function Engine:add_many(jobs)
   local len, at = self:push_stamped(self.intake, stamped, jobs)
   if len == false then return add_script(self, jobs) end
