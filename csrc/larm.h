@@ -64,6 +64,16 @@ static inline void lhwt_pin(lua_State *L, struct timer *T, int mt, int h, struct
 	lua_rawseti(L, mt, HANDLE_AT(n));
 }
 
+/* Free the pin slot of `n`, whose handle and task have left the metatable. */
+static inline void lhwt_free_slot(struct timer *T, struct hwt_node *n)
+{
+	if (T->nfree < T->free_cap && !T->stopped)
+		T->free_pins[T->nfree++] = PIN(n);
+	else
+		lhwt_free_pin(T, PIN(n));
+	PIN(n) = 0;
+}
+
 /* Unpin `n` (a no-op if it is not pinned): its handle and its task leave the
  * metatable, and its slot goes on the free stack. */
 static inline void lhwt_unpin(lua_State *L, struct timer *T, int mt, struct hwt_node *n)
@@ -76,11 +86,7 @@ static inline void lhwt_unpin(lua_State *L, struct timer *T, int mt, struct hwt_
 	lua_rawseti(L, mt, HANDLE_AT(n));
 	lua_pushnil(L);
 	lua_rawseti(L, mt, TASK_AT(n));
-	if (T->nfree < T->free_cap && !T->stopped)
-		T->free_pins[T->nfree++] = PIN(n);
-	else
-		lhwt_free_pin(T, PIN(n));
-	PIN(n) = 0;
+	lhwt_free_slot(T, n);
 }
 
 /* Cancelled and counted, out of the pending count: the state alone. */
@@ -118,9 +124,13 @@ static inline void lhwt_flush_cancelled(lua_State *L, struct timer *T, int mt)
 	else /* no driver thread in a child, and its lock may be held forever */
 		for (i = 0; i < count; i++)
 			hwt_wheel_del(&T->w.wheel, T->cancelled[i]);
+	/* lhwt_cancel_later released the task: only the handle is left */
 	for (i = 0; i < count; i++) {
-		T->cancelled[i]->owner_flags &= (uint8_t)~RELEASED;
-		lhwt_unpin(L, T, mt, T->cancelled[i]);
+		struct hwt_node *n = T->cancelled[i];
+		n->owner_flags &= (uint8_t)~RELEASED;
+		lua_pushnil(L);
+		lua_rawseti(L, mt, HANDLE_AT(n));
+		lhwt_free_slot(T, n);
 	}
 }
 
