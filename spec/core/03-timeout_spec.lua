@@ -132,6 +132,27 @@ describe("timeout handle", function()
     end)
   end)
 
+    it("works on any timer's timeout, taken out of another's handle", function()
+      -- each timer's cancel knows its own handles without a look-up; called
+      -- on another timer's handle it must cancel that one, on that timer
+      local other = hwtimer.new()
+      local ran = 0
+      local mine = timer:schedule(0.01, function() ran = ran + 1 end)
+      local theirs = other:schedule(0.01, function() ran = ran + 10 end)
+      local cancel = mine.cancel
+      assert.is_true(cancel(theirs))
+      assert.is_false(cancel(theirs))
+      assert.equal("cancelled", theirs:state())
+      assert.equal("pending", mine:state())
+      assert.same({ 1, 0 }, { other:stats().cancelled, other:stats().pending })
+      assert.same({ 0, 1 }, { timer:stats().cancelled, timer:stats().pending })
+      assert.is_true(theirs.cancel(mine))
+      other:run(0.05)
+      timer:run(0.05)
+      assert.equal(0, ran)
+      other:close()
+    end)
+
   describe("state", function()
     it("goes pending -> expired when the callback is called", function()
       local inside
