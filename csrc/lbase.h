@@ -100,7 +100,8 @@ enum { PENDING, EXPIRED, CANCELLED, STATE_MASK = 3, PERIODIC = 4, ADVANCED = 8, 
  * the timer's userdata at [1], the pins from [2] on, and under the short
  * string TIMER_FIELD (upvalue 1 of every timeout function: short strings are
  * Lua's fastest keys) a light userdata for the struct timer, which is how a
- * timeout is known and finds its timer. */
+ * timeout is known and finds its timer. (Its __index is the timer's own copy
+ * of the methods, whose cancel knows both: ltimeout.c.) */
 extern const char lhwt_timer_magic;
 #define PIN_TIMER 1
 #define TIMER_FIELD "__hwtimer.timer"
