@@ -351,6 +351,24 @@ static void check_run_opts(lua_State *L, int idx, struct gc_idle *g)
 	lua_pop(L, 1);
 }
 
+/* How long timer:run may spend collecting before it must look at due
+ * timeouts (see sleep_ns): until the wheel's next event; none when one is due
+ * already (the worker has made some due, or the next tick has passed while
+ * callbacks ran); -1 with no deadline and nothing ahead. */
+static int64_t idle_ns(struct timer *T, int limited, int64_t left)
+{
+	uint64_t next = hwt_worker_next(&T->w);
+	int64_t until;
+	if (!hwt_list_empty(&T->local))
+		return 0;
+	if (next == UINT64_MAX)
+		return limited ? left : -1;
+	until = hwt_worker_time_of(&T->w, next) - hwt_clock_ns();
+	if (until <= 0)
+		return 0;
+	return limited && left < until ? left : until;
+}
+
 /* Step the collector in a gap of `gap_ns` (< 0: no deadline ahead). */
 static void gc_idle(lua_State *L, struct gc_idle *g, int64_t gap_ns)
 {
@@ -392,7 +410,7 @@ static int timer_run(lua_State *L)
 		if (T->stopped || T->pending == 0 || (limited && left <= 0))
 			break;
 		if (g.budget) {
-			gc_idle(L, &g, sleep_ns(T, limited, left));
+			gc_idle(L, &g, idle_ns(T, limited, left));
 			left = end - hwt_clock_ns();
 		}
 		wait_readable(T, sleep_ns(T, limited, left));

@@ -45,6 +45,26 @@ describe("timer:run's gc_step", function()
     assert.is_true(before - collectgarbage("count") > 1000)
   end)
 
+  -- A callback that runs past the next timeout's deadline leaves no gap:
+  -- that timeout is due (made due by the worker, or its tick has passed), and
+  -- run goes to it before any step. The heap at its start says whether the
+  -- garbage was collected first (the automatic collector is stopped).
+  for _, case in ipairs({ { "with no limit", nil }, { "with a limit", 5 } }) do
+    it("does not collect while a timeout is due, " .. case[1], function()
+      local sleep = require("hwtimer_testutil").sleep
+      collectgarbage()
+      collectgarbage()
+      collectgarbage("stop")
+      make_garbage()
+      local before, at_due = collectgarbage("count"), nil
+      timer:schedule(0, function() sleep(0.05) end)
+      timer:schedule(0.01, function() at_due = collectgarbage("count") end)
+      sleep(0.005) -- the first is due before run begins: no gap before it
+      timer:run(case[2], { gc_step = 0.1 })
+      assert.is_true(at_due >= before, ("%.0f KB, then %.0f KB at the due one"):format(before, at_due))
+    end)
+  end
+
   it("leaves the collector alone when off", function()
     local before, after = heap_after_gap(nil)
     assert.is_true(after >= before, ("%.0f KB, then %.0f KB"):format(before, after))

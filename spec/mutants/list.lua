@@ -75,6 +75,10 @@ return {
     file = "csrc/larm.c", lua = "5.4", specs = { "spec/core/10-features_spec.lua", "spec/core/05-every_spec.lua" },
     from = "\t} else {\n\t\tnext = now + p.interval;", to = "\t} else {\n\t\tnext += p.interval;" },
 
+  { name = "binding: run's gc_step collects while a timeout is due (its tick passed during a callback)",
+    file = "csrc/ldispatch.c", lua = "5.4", specs = { "spec/core/16-gc_step_spec.lua" },
+    from = "\tif (until <= 0)\n\t\treturn 0;", to = "\tif (until <= 0)\n\t\treturn limited ? left : -1;" },
+
   -- ---- the Lua layer ----
   { name = "retry: the backoff's exponent is off by one",
     file = "lua/hwtimer/retry.lua", lua = "5.4", specs = { "spec/core/09-retry_spec.lua" },
