@@ -161,13 +161,15 @@ end
 -- under the tables for the rows that say NO.
 local why = {
   ["W1 schedule"] = "the handle's allocation and the collector's work for it (one userdata a schedule)",
-  ["W1 cancel"] = "the unlink writes the node's two neighbours in its wheel list, scattered in memory: two"
-    .. " cache misses, and the lock's release waits for them (cancels within one slot: ~48 ns)",
+  ["W1 cancel"] = "~480 instructions a cancel (the call, the handle's check, its task released) and the"
+    .. " batched unlink's writes to the node's two neighbours, scattered in memory: memory work, which this"
+    .. " machine's slow phases make two to three times slower (the floor column, same run)",
   ["W1 bytes"] = "a 32-byte node in a 64-byte userdata block, and two array slots (handle, task) in the pins",
   ["W2b"] = "the machine's wake-up floor and its neighbours (see the floor column, same run)",
   ["W4"] = "cache and TLB misses: at 4e6 pending a pair touches ~4 lines far apart (the oldest handle, its"
     .. " two list neighbours, the new slot's tail)",
-  ["W5"] = "a collector step inside a callback holds back every callback due meanwhile, and the machine"
+  ["W5"] = "a collector step (the atomic phase, a big table's traversal) that begins in a gap and ends past"
+    .. " the next deadline, or runs inside a callback, holds back every callback due meanwhile; and the machine"
     .. " (the 'collector stopped' row, same run, is the machine alone)",
 }
 local missed = {}
