@@ -91,7 +91,7 @@ static int timeout_cancel(lua_State *L)
 /* t:cancel() as found through a handle of the timer whose methods table holds
  * it (lhwt_new_handle_metatable): upvalue 2 is that timer's handle metatable,
  * 3 the timer. A handle with that metatable is known without looking the timer
- * up in it: a quarter fewer instructions a cancel. Anything else (the function
+ * up in it: ~60 fewer instructions of ~550 a cancel. Anything else (the function
  * taken out and called on another timer's timeout, or on junk) goes the
  * general way. */
 static int timeout_cancel_own(lua_State *L)
