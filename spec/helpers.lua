@@ -222,6 +222,14 @@ end
 
 function helpers.ms(s) return ("%.2f ms"):format(s * 1000) end
 
+-- The median of a list of numbers (a copy is sorted).
+function helpers.median(list)
+  local c = { helpers.unpack(list) }
+  table.sort(c)
+  local n = #c
+  return n % 2 == 1 and c[(n + 1) / 2] or (c[n / 2] + c[n / 2 + 1]) / 2
+end
+
 -- measure() returns a miss (a message) or false. A neighbour on this shared
 -- machine can hold up one burst by a few ms, where a host that holds
 -- callbacks back behind waiting ones holds them for the whole wait, every

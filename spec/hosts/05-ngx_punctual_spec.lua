@@ -188,6 +188,14 @@ end
 
 local function ms(s) return ("%.1f ms"):format(s * 1000) end
 
+-- Rounds of a fresh nginx per system, alternating which goes first: the
+-- medians of each burst's p99 are compared, as the issue measured them. A
+-- neighbour on this shared machine can hold up one burst by a few ms (on a
+-- fresh CI machine, 2.3 ms against 1.0 in the next burst, twice in a row);
+-- a runner that holds callbacks back behind waiting ones holds them `hold`
+-- seconds in every round.
+local ROUNDS = 3
+
 describe("OpenResty: callbacks that do not wait stay on time amid I/O (hwtimer.ngx)", function()
   if N.skip_unless_ready(pending) then return end
 
@@ -196,15 +204,24 @@ describe("OpenResty: callbacks that do not wait stay on time amid I/O (hwtimer.n
     local n_io, hold, at = case[1], case[2], case[3]
     it(("keeps 1,000 counting callbacks within 1 ms of ngx.timer.at's p99 while %d wait on cosockets"):format(n_io),
     function()
-      -- (a runner that holds back callbacks behind waiting ones holds them
-      -- `hold` seconds, every time: helpers.miss_twice)
       assert.is_false(helpers.miss_twice(function()
-        local h1, h2 = two_bursts("hwtimer", n_io, hold, at)
-        local t1, t2 = two_bursts("ngx", n_io, hold, at)
-        print(("\n  %d waiting on cosockets: p99 lateness of 1,000, first burst / next: hwtimer.ngx %s / %s, ngx.timer.at %s / %s")
-          :format(n_io, ms(h1), ms(h2), ms(t1), ms(t2)))
-        return h1 > t1 + 0.001 and ("first burst: hwtimer.ngx %s, ngx.timer.at %s"):format(ms(h1), ms(t1))
-          or h2 > t2 + 0.001 and ("next burst: hwtimer.ngx %s, ngx.timer.at %s"):format(ms(h2), ms(t2))
+        local h1, h2, t1, t2 = {}, {}, {}, {}
+        for round = 1, ROUNDS do
+          local i = #h1 + 1
+          if round % 2 == 1 then
+            h1[i], h2[i] = two_bursts("hwtimer", n_io, hold, at)
+            t1[i], t2[i] = two_bursts("ngx", n_io, hold, at)
+          else
+            t1[i], t2[i] = two_bursts("ngx", n_io, hold, at)
+            h1[i], h2[i] = two_bursts("hwtimer", n_io, hold, at)
+          end
+          print(("\n  %d waiting on cosockets: p99 lateness of 1,000, first burst / next: hwtimer.ngx %s / %s, ngx.timer.at %s / %s")
+            :format(n_io, ms(h1[i]), ms(h2[i]), ms(t1[i]), ms(t2[i])))
+        end
+        local mh1, mh2, mt1, mt2 = helpers.median(h1), helpers.median(h2), helpers.median(t1), helpers.median(t2)
+        print(("  medians of %d: hwtimer.ngx %s / %s, ngx.timer.at %s / %s"):format(ROUNDS, ms(mh1), ms(mh2), ms(mt1), ms(mt2)))
+        return mh1 > mt1 + 0.001 and ("first burst, medians: hwtimer.ngx %s, ngx.timer.at %s"):format(ms(mh1), ms(mt1))
+          or mh2 > mt2 + 0.001 and ("next burst, medians: hwtimer.ngx %s, ngx.timer.at %s"):format(ms(mh2), ms(mt2))
       end))
     end)
   end
