@@ -7,7 +7,7 @@
 -- later: after the burst's connects and the upstream's reads, while every
 -- round trip waits. The 1,000's p99 lateness must stay within 1 ms of
 -- ngx.timer.at's, on a fresh worker's first burst and on the next, with
--- hwtimer.ngx's default options. (bench/ngx.lua measures the case where the
+-- hwtimer.ngx's default options (medians of three alternated rounds). (bench/ngx.lua measures the case where the
 -- 1,000 are due amid the connects, where nginx's event loop is the bound for
 -- both.) Runs in the LuaJIT spec run.
 --
