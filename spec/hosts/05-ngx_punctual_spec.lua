@@ -7,9 +7,10 @@
 -- later: after the burst's connects and the upstream's reads, while every
 -- round trip waits. The 1,000's p99 lateness must stay within 1 ms of
 -- ngx.timer.at's, on a fresh worker's first burst and on the next, with
--- hwtimer.ngx's default options (medians of three alternated rounds). (bench/ngx.lua measures the case where the
--- 1,000 are due amid the connects, where nginx's event loop is the bound for
--- both.) Runs in the LuaJIT spec run.
+-- hwtimer.ngx's default options (medians of three alternated rounds).
+-- (bench/ngx.lua measures the case where the 1,000 are due amid the
+-- connects, where nginx's event loop is the bound for both.) Runs in the
+-- LuaJIT spec run.
 --
 -- Why the upstream's handlers and not the last request sent: on the first
 -- burst, a fresh upstream worker was still reading and starting the 2,000
@@ -206,9 +207,8 @@ describe("OpenResty: callbacks that do not wait stay on time amid I/O (hwtimer.n
     function()
       assert.is_false(helpers.miss_twice(function()
         local h1, h2, t1, t2 = {}, {}, {}, {}
-        for round = 1, ROUNDS do
-          local i = #h1 + 1
-          if round % 2 == 1 then
+        for i = 1, ROUNDS do
+          if i % 2 == 1 then
             h1[i], h2[i] = two_bursts("hwtimer", n_io, hold, at)
             t1[i], t2[i] = two_bursts("ngx", n_io, hold, at)
           else
