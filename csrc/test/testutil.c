@@ -2,8 +2,13 @@
  * testutil.c: module "hwtimer_testutil", process tools the specs need and
  * that Debian's Lua 5.4 has no package for. Built for the tests only.
  */
+#include <dirent.h>
+#include <errno.h>
 #include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <time.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "../compat.h"
@@ -60,7 +65,89 @@ static int tu_close(lua_State *L)
 	return 1;
 }
 
+/* hold_threads() / release_threads(): every other thread of the process
+ * (the worker's driver) stopped where it is, in a signal handler that blocks
+ * on a pipe, so that a spec can act at a deadline before the worker can
+ * (Linux: the threads are read from /proc/self/task). The pipes are global:
+ * a signal handler reaches nothing else. Hold only a thread that sleeps (one
+ * stopped holding a timer's lock would stop the spec too). */
+static int held_pipe[2] = { -1, -1 }, ack_pipe[2] = { -1, -1 };
+static int held;
+
+static void on_hold(int sig)
+{
+	int saved = errno;
+	char c = 'h';
+	(void)sig;
+	while (write(ack_pipe[1], &c, 1) < 0 && errno == EINTR)
+		;
+	while (read(held_pipe[0], &c, 1) < 0 && errno == EINTR)
+		;
+	errno = saved;
+}
+
+static int release(lua_State *L);
+
+static int signal_others(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	long self = syscall(SYS_gettid);
+	int n = 0;
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		long tid = strtol(e->d_name, NULL, 10);
+		if (tid > 0 && tid != self && syscall(SYS_tgkill, (long)getpid(), tid, SIGUSR2) == 0)
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* hold_threads() -> how many threads it stopped (each one has answered) */
+static int tu_hold_threads(lua_State *L)
+{
+	struct sigaction sa;
+	struct pollfd p;
+	int n, got = 0;
+	char c;
+	if (held)
+		return luaL_error(L, "threads are held already");
+	if (held_pipe[0] < 0 && (pipe(held_pipe) != 0 || pipe(ack_pipe) != 0))
+		return luaL_error(L, "pipe failed");
+	sa.sa_handler = on_hold;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGUSR2, &sa, NULL) != 0 || (n = signal_others()) < 0)
+		return luaL_error(L, "could not signal the other threads");
+	p.fd = ack_pipe[0];
+	p.events = POLLIN;
+	while (got < n) {
+		if (poll(&p, 1, 30000) != 1 || read(ack_pipe[0], &c, 1) != 1) {
+			held = n; /* those that stop late find their release waiting */
+			release(L);
+			return luaL_error(L, "%d of %d threads did not stop", n - got, n);
+		}
+		got++;
+	}
+	held = n;
+	lua_pushinteger(L, n);
+	return 1;
+}
+
+static int release(lua_State *L)
+{
+	char c = 'r';
+	for (; held > 0; held--)
+		if (write(held_pipe[1], &c, 1) != 1)
+			return luaL_error(L, "could not release a held thread");
+	return 0;
+}
+
 static const luaL_Reg functions[] = {
+	{ "hold_threads", tu_hold_threads },
+	{ "release_threads", release },
 	{ "fork", tu_fork },
 	{ "wait", tu_wait },
 	{ "_exit", tu_exit },
