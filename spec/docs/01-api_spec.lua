@@ -1,7 +1,7 @@
 -- The docs are the reference: every name in every luaL_Reg table of the
 -- binding, and every public function of the Lua modules, must have a
 -- "**syntax:**" line in README.md or one of docs/*.md (docs/api.md,
--- docs/hosts.md, docs/durable.md, docs/cron.md, docs/metrics.md). Adding a method without documenting it
+-- docs/hosts.md, docs/durable.md, docs/operating.md, docs/cron.md, docs/metrics.md, ...). Adding a method without documenting it
 -- fails this spec (and so CI).
 local read = require("spec.helpers").read_file
 

@@ -98,7 +98,7 @@ http {
 }
 ]]
 
--- How each worker opens the queue, per engine, as docs/durable.md shows it.
+-- How each worker opens the queue, per engine, as docs/durable.md and docs/durable-redis.md show it.
 -- SQLite: in init_worker, a connection per worker to the one file. Redis:
 -- cosockets are off in init_worker, so the queue opens in a timer of its
 -- own, and the client is a function giving a connected lua-resty-redis
