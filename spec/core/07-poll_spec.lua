@@ -126,19 +126,26 @@ describe("polling the timer", function()
       local testutil = require("hwtimer_testutil")
       local slow = tonumber(os.getenv("HWT_SLOW")) or 1
       local fd, ran = timer:getfd(), 0
-      timer:schedule(0.03 * slow, function() ran = ran + 1 end)
-      testutil.sleep(0.005 * slow) -- the worker asleep again after the schedule woke it
-      local held = testutil.hold_threads()
-      testutil.sleep(0.04 * slow)
-      local ok, gap = pcall(timer.timeout, timer)
-      local readable = testutil.readable(fd, 0)
-      testutil.release_threads()
-      assert.is_true(held >= 1)
-      assert.is_true(ok, gap)
-      assert.equal(0, gap)
-      assert.is_true(readable)
-      assert.equal(1, timer:dispatch())
-      assert.equal(1, ran)
+      -- (this thread stalled until the deadline, the worker took it first:
+      -- the descriptor readable before the host asked; tried again)
+      for attempt = 1, 5 do
+        timer:schedule(0.03 * slow, function() ran = ran + 1 end)
+        testutil.sleep(0.005 * slow) -- the worker asleep again after the schedule woke it
+        local held = testutil.hold_threads()
+        local early = testutil.readable(fd, 0)
+        testutil.sleep(0.04 * slow)
+        local ok, gap = pcall(timer.timeout, timer)
+        local readable = testutil.readable(fd, 0)
+        testutil.release_threads()
+        assert.is_true(held >= 1)
+        assert.is_true(ok, gap)
+        assert.equal(0, gap)
+        assert.is_true(readable)
+        assert.equal(1, timer:dispatch())
+        assert.equal(attempt, ran)
+        if not early then break end
+        assert.is_true(attempt < 5, "the worker took the deadline first in 5 attempts of 5")
+      end
     end)
   end)
 
