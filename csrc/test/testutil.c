@@ -86,8 +86,6 @@ static void on_hold(int sig)
 	errno = saved;
 }
 
-static int release(lua_State *L);
-
 static int signal_others(void)
 {
 	DIR *d = opendir("/proc/self/task");
@@ -103,6 +101,16 @@ static int signal_others(void)
 	}
 	closedir(d);
 	return n;
+}
+
+/* release_threads(): each held thread goes on */
+static int release(lua_State *L)
+{
+	char c = 'r';
+	for (; held > 0; held--)
+		if (write(held_pipe[1], &c, 1) != 1)
+			return luaL_error(L, "could not release a held thread");
+	return 0;
 }
 
 /* hold_threads() -> how many threads it stopped (each one has answered) */
@@ -134,15 +142,6 @@ static int tu_hold_threads(lua_State *L)
 	held = n;
 	lua_pushinteger(L, n);
 	return 1;
-}
-
-static int release(lua_State *L)
-{
-	char c = 'r';
-	for (; held > 0; held--)
-		if (write(held_pipe[1], &c, 1) != 1)
-			return luaL_error(L, "could not release a held thread");
-	return 0;
 }
 
 static const luaL_Reg functions[] = {
