@@ -4,7 +4,8 @@
 #                     and the specs against the released rocks installed offline
 #   make test-spec    the specs on one Lua (LUA_VERSION=...)
 #   make demo         the live demo
-#   make bench        every workload against every peer (bench-quick: under a minute)
+#   make bench        every workload against every peer (bench-quick: under a minute;
+#                     bench-instructions: W1 in instructions, whatever the machine)
 #   make dist         dist/hwtimer-VERSION.tar.gz and the two .src.rock files
 #   make install      what the two rocks install, into LUA_LIBDIR / LUA_SHAREDIR
 # test, demo and bench install the Debian packages they need when run as root,
@@ -77,7 +78,7 @@ BASE_PACKAGES  := lua-busted lua-socket lua-luv lua-cqueues lua-copas luarocks p
                   lua-nginx-redis procps zip unzip prometheus tzdata python3-croniter
 ALL_LUA_PACKAGES := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \
                     lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev
-BENCH_PACKAGES := lua-luv gnuplot-nox default-jdk-headless libnetty-java nodejs npm
+BENCH_PACKAGES := lua-luv gnuplot-nox default-jdk-headless libnetty-java nodejs npm valgrind
 NGX_PACKAGES   := nginx libnginx-mod-http-lua luajit2 libluajit2-5.1-dev lua-socket
 
 .PHONY: sqlite all test test-all test-c test-spec test-rock demo bench bench-quick install clean \
@@ -338,6 +339,7 @@ bench: deps-bench
 	@$(MAKE) --no-print-directory deps PACKAGES="$(NGX_PACKAGES)"
 	@$(MAKE) --no-print-directory LUA_VERSION=jit
 	$(RUN_ENV) $(LUA) bench/bench.lua 3 1
+	$(RUN_ENV) $(LUA) bench/instructions.lua 3 0.1 bench/results_instructions.txt
 	$(RUN_ENV) $(LUA) bench/timers.lua 1
 	$(NGX_BENCH) 3 1
 	@$(MAKE) --no-print-directory sqlite $(CBUILD)/sqlite_floor
@@ -346,6 +348,13 @@ bench: deps-bench
 	@$(MAKE) --no-print-directory bench-bullmq
 	$(NGX_DURABLE_BENCH) 3 5
 	$(RUN_ENV) $(LUA) bench/cron.lua 1
+
+# W1 in instructions (callgrind): figures that do not move with the machine,
+# for judging a change to the hot path on a day the machine runs slow.
+.PHONY: bench-instructions
+bench-instructions: deps-bench
+	@$(MAKE) --no-print-directory $(BENCH_BUILD)
+	$(RUN_ENV) $(LUA) bench/instructions.lua 3 0.1
 
 # The peer of the durable Redis mode: BullMQ's delayed jobs on a redis-server
 # of their own (bench/bullmq, npm packages pinned by its package-lock.json).

@@ -191,6 +191,28 @@ function workloads.w1(sys)
     (t1 - t0) / n * 1e9, (t3 - t2) / n * 1e9, bytes)
 end
 
+-- W1 cut after step HWT_W1_STEP, for bench/instructions.lua, which counts
+-- each cut run's instructions: 0 is the set-up and a warm round, 1 adds the
+-- n schedules, 2 a full collection, 3 the n cancels. A schedule is 1 - 0, a
+-- cancel 3 - 2, the collector's incremental work during each loop included
+-- (as in W1's times), the full collection between them in neither.
+function workloads.w1cut(sys)
+  local step = tonumber(os.getenv("HWT_W1_STEP")) or 3
+  local n = math.floor(1000000 * SCALE)
+  local delays = uniform_delays(n, 1, 60)
+  local hs = {}
+  for i = 1, n do hs[i] = false end
+  sys.schedule_range(delays, hs, noop, 1, n)
+  sys.cancel_range(hs, 1, n)
+  if sys.settle then sys.settle() end
+  for i = 1, n do hs[i] = false end
+  full_gc()
+  if step >= 1 then sys.schedule_range(delays, hs, noop, 1, n) end
+  if step >= 2 then full_gc() end
+  if step >= 3 then sys.cancel_range(hs, 1, n) end
+  return string.format("step=%d n=%d", step, n)
+end
+
 -- Sorted lateness samples -> the figures, and a quantile file for the plot.
 local function lateness_report(late, name)
   table.sort(late)
