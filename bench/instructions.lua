@@ -10,7 +10,7 @@
 --
 -- usage: lua5.4 bench/instructions.lua [runs] [scale] [out]
 --   runs   medians of (default 3); scale of W1's 10^6 timeouts (default 0.1:
---          100,000; a run of one system ~45 s under callgrind on 2 cores);
+--          100,000; one run's four cuts of one system ~20 s on 2 cores);
 --          out: a file for the table (make bench: bench/results_instructions.txt)
 local RUNS = tonumber(arg[1]) or 3
 local SCALE = tonumber(arg[2]) or 0.1
@@ -19,10 +19,9 @@ local DIR = arg[0]:match("^(.*)/") or "."
 local LUA = os.getenv("HWT_LUA") or "lua5.4"
 local TMP = os.getenv("TMPDIR") or "/tmp"
 
--- os.execute's success: true on 5.2+, 0 on 5.1 and LuaJIT.
+-- True when the shell command succeeded (Lua 5.3+, as the rest of this file).
 local function run(cmd)
-  local r = os.execute(cmd)
-  return r == true or r == 0
+  return os.execute(cmd) == true
 end
 
 -- A file's text, or nil where the run wrote none.
@@ -41,7 +40,7 @@ end
 -- The Lua thread's instruction counts of run.lua's w1cut stopped after each
 -- step, 0-3, the four runs at once (a count does not depend on what runs
 -- beside it). --separate-threads writes one file per thread; thread 1 is the
--- Lua thread (hwtimer's worker, thread 2, runs on the other core).
+-- Lua thread (hwtimer's worker is thread 2: not counted).
 local function count_steps(system)
   local base = string.format("%s/hwt_ir.%d", TMP, math.random(1e9))
   local cmds = {}
