@@ -30,9 +30,13 @@ void lhwt_free_pin(struct timer *T, uint32_t slot)
 
 /* ---- scheduling ----------------------------------------------------------- */
 
-/* Put `n` on the wheel to be due at monotonic time `due` (clock read: `now`). */
+/* Put `n` on the wheel to be due at monotonic time `due` (clock read: `now`).
+ * Not once stopped: a finalizer run by an allocation on the way here may
+ * have stopped the timer, and its worker is gone. */
 static void arm_at(struct timer *T, struct hwt_node *n, int64_t now, int64_t due)
 {
+	if (T->stopped)
+		return;
 	if (due < T->host_wake)
 		T->wake = 1;
 	hwt_worker_add(&T->w, n, hwt_worker_tick_at(&T->w, due), now);
@@ -45,9 +49,20 @@ static void arm(struct timer *T, struct hwt_node *n, int64_t now, int64_t delay_
 		arm_at(T, n, now, now + delay_ns);
 		return;
 	}
+	if (T->stopped)
+		return;
 	if (T->host_wake > 0)
 		T->wake = 1;
 	hwt_worker_add_due(&T->w, n);
+}
+
+void lhwt_arm_kept(struct timer *T, struct hwt_node *n, int64_t now)
+{
+	int64_t due = hwt_worker_time_of(&T->w, n->expires);
+	if (due <= now)
+		arm(T, n, now, 0); /* due at once, as a reset(0) is */
+	else
+		arm_at(T, n, now, due);
 }
 
 /* A host that sleeps until timer:timeout() and cannot poll the pipe (nginx)
@@ -343,6 +358,10 @@ int lhwt_schedule(lua_State *L, int periodic)
 	lua_rawseti(L, h + 1, TASK_AT(n));
 	lua_pushvalue(L, h + 1);
 	lua_setmetatable(L, h);
+	if (T->stopped) { /* by a finalizer that one of the allocations above ran */
+		lhwt_unpin(L, T, h + 1, n);
+		return luaL_error(L, "attempt to use a stopped timer");
+	}
 	T->pending++;
 	count_armed(T);
 	if (periodic)

@@ -37,6 +37,9 @@ int64_t lhwt_check_delay(lua_State *L, int idx, int periodic);
 int64_t lhwt_read_period(lua_State *L, struct period *p);
 /* Arm the next run of the periodic timeout `n` (pinned in mt); `now`: the clock. */
 void lhwt_next_period(lua_State *L, struct timer *T, int mt, struct hwt_node *n, int64_t now);
+/* Put `n` on the wheel at its own expiry (n->expires, a tick), which a reset
+ * from its callback set while the host had it taken (timer:done). */
+void lhwt_arm_kept(struct timer *T, struct hwt_node *n, int64_t now);
 /* Push nil, message and return 2 if max_pending refuses one more; else 0. */
 int lhwt_refuse_over_cap(lua_State *L, struct timer *T);
 

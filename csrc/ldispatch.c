@@ -463,13 +463,14 @@ static int timer_take(lua_State *L)
 
 /* timer:done(t, [ok]): the callback of a taken timeout returned (ok true or
  * absent) or raised (ok false: counted in errors). A periodic timeout starts
- * its next period now, unless it was cancelled or re-armed meanwhile. */
+ * its next period now, unless it was cancelled meanwhile; one that its
+ * callback reset goes on the wheel now, due as that reset said. */
 static int timer_done(lua_State *L)
 {
 	struct timer *T = lhwt_to_timer(L, 1);
 	struct timer *owner;
 	struct hwt_node *n;
-	int mt;
+	int mt, rearmed;
 	lua_settop(L, 3);
 	n = (struct hwt_node *)lua_touserdata(L, 2);
 	owner = NULL;
@@ -485,12 +486,11 @@ static int timer_done(lua_State *L)
 		COUNT(T, errors);
 	if (!(n->owner_flags & RUNNING))
 		return 0; /* done already */
-	n->owner_flags &= (uint8_t)~RUNNING;
-	if (n->owner_flags & REARMED) {
-		n->owner_flags &= (uint8_t)~REARMED;
-		return 0;
-	}
-	if (state_of(n) != PENDING) { /* ran, or was cancelled while it ran */
+	if (forked(T))
+		return luaL_error(L, "hwtimer: timer used in a forked child (timers do not survive fork; create a new one)");
+	rearmed = n->owner_flags & REARMED;
+	n->owner_flags &= (uint8_t)~(RUNNING | REARMED);
+	if (state_of(n) != PENDING) { /* ran, or was cancelled while it ran (reset or not) */
 		lhwt_unpin(L, T, mt, n);
 		return 0;
 	}
@@ -498,7 +498,10 @@ static int timer_done(lua_State *L)
 		return 0;
 	hwt_list_unlink(&n->link); /* from T->running: the worker never sees that list */
 	n->slot = HWT_SLOT_NONE;
-	lhwt_next_period(L, T, mt, n, hwt_clock_ns());
+	if (rearmed) /* reset from its callback: the run that reset asked for */
+		lhwt_arm_kept(T, n, hwt_clock_ns());
+	else
+		lhwt_next_period(L, T, mt, n, hwt_clock_ns());
 	if (T->wake) {
 		lua_rawgeti(L, mt, PIN_TIMER);
 		lhwt_wake_host(L, T, lua_gettop(L));

@@ -127,6 +127,24 @@ static int64_t reset_delay(lua_State *L, int mt, struct hwt_node *n)
 	return p.interval;
 }
 
+/* A taken timeout (the host runs its callback in its own code until
+ * timer:done) reset from that callback: its next run waits for done, so
+ * that a callback that waits (a cosocket, a sleep) never runs beside itself
+ * and take never hands out a timeout already taken. It stays on the host's
+ * list of taken ones, where stop() finds it, its expiry set for done to arm
+ * (lhwt_arm_kept). That list is the Lua thread's alone: no lock. */
+static void keep_for_done(struct timer *T, struct hwt_node *n, int64_t now, int64_t delay)
+{
+	if (n->slot == HWT_SLOT_DUE) /* a periodic one, or reset twice: on that list already */
+		hwt_list_unlink(&n->link);
+	if (delay > 0) /* rounded up, never early */
+		n->expires = hwt_worker_tick_at(&T->w, now + delay);
+	else /* due at done: the tick that has begun */
+		n->expires = now > T->w.origin ? (uint64_t)((now - T->w.origin) / T->w.tick_ns) : 0;
+	n->slot = HWT_SLOT_DUE;
+	hwt_list_push(&T->running, &n->link);
+}
+
 /* t:reset([delay]): due `delay` from now again, same callback, same handle,
  * while the timeout holds its callback: pending, or inside its own callback
  * (dispatched, or taken until timer:done). When it stays in its slot only its
@@ -136,7 +154,7 @@ static int timeout_reset(lua_State *L)
 	int64_t now = hwt_clock_ns(), delay;
 	struct timer *T;
 	struct hwt_node *n;
-	int refused, armed;
+	int refused, armed, taken;
 	lua_settop(L, 2);
 	n = node_and_pins(L, 1, &T); /* the handle metatable is now at 3 */
 	if (forked(T))
@@ -151,6 +169,7 @@ static int timeout_reset(lua_State *L)
 		return 2;
 	}
 	delay = reset_delay(L, 3, n);
+	taken = (n->owner_flags & RUNNING) && n != T->current;
 	armed = run_armed(T, n); /* else this reset arms a new run */
 	if (state_of(n) != PENDING) {
 		if ((refused = lhwt_refuse_over_cap(L, T)) != 0)
@@ -162,15 +181,19 @@ static int timeout_reset(lua_State *L)
 		count_armed(T);
 	if (n == T->current || (n->owner_flags & RUNNING))
 		n->owner_flags |= REARMED;
-	if (delay <= 0 ? T->host_wake > 0 : now + delay < T->host_wake)
+	if (!taken && (delay <= 0 ? T->host_wake > 0 : now + delay < T->host_wake))
 		T->wake = 1;
 	if (n->owner_flags & ADVANCED) { /* later periods count from here */
 		lhwt_push_period(L, n, 3);
 		lua_pushnumber(L, (lua_Number)(now + delay));
 		lua_setfield(L, -2, "nominal");
 		lua_pop(L, 1);
+		if (T->stopped) /* by a finalizer that the field's allocation ran */
+			return luaL_error(L, "attempt to use a stopped timer");
 	}
-	if (delay <= 0) {
+	if (taken) {
+		keep_for_done(T, n, now, delay);
+	} else if (delay <= 0) {
 		hwt_worker_del(&T->w, n);
 		hwt_worker_add_due(&T->w, n);
 	} else {

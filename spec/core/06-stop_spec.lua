@@ -138,6 +138,9 @@ describe("fork", function()
   it("raises a clear error in the child instead of hanging", function()
     local timer = hwtimer.new()
     local t = timer:schedule(10, function() end)
+    local beat = timer:every({ interval = 10, first = 0 }, function() end)
+    helpers.wait_readable(timer, 5)
+    assert.equal(beat, timer:take()) -- taken before the fork, done after it
     local pid = util.fork()
     if pid == 0 then
       local code = 0
@@ -149,6 +152,7 @@ describe("fork", function()
       expect_error(timer.dispatch, timer)
       expect_error(timer.run, timer, 1)
       expect_error(t.cancel, t)
+      expect_error(timer.done, timer, beat)
       timer:close() -- must not join a thread that is not there
       util._exit(code)
     end
@@ -156,6 +160,8 @@ describe("fork", function()
     -- the parent's timer is untouched
     assert.equal("pending", t:state())
     assert.is_true(t:cancel())
+    timer:done(beat)
+    assert.is_true(beat:remaining() > 9)
     timer:close()
   end)
 end)
