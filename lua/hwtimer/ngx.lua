@@ -99,8 +99,10 @@ local function call(self, premature, t, cb, ...)
   if not premature then self.timer:done(t, ok) end
 end
 
-local function run_one(self, premature, t, ...)
+-- w.t: the timeout whose callback the runner w calls (read at worker exit).
+local function run_one(self, w, premature, t, ...)
   if not t then return false end
+  w.t = t
   call(self, premature, t, ...)
   return true
 end
@@ -111,7 +113,7 @@ end
 -- it, so it ends once that callback returns.
 local function drain(self, w, next_due, premature)
   local n = 0
-  while run_one(self, premature, next_due(self)) do
+  while run_one(self, w, premature, next_due(self)) do
     if w.waited then return end
     n = n + 1
     if n % 32 == 0 and now() - self.since > self.slice then
@@ -132,6 +134,7 @@ local function runner(self, w, next_due, premature)
   w.done = true
   if w.waited then
     self.waiting = self.waiting - 1
+    self.waiters[w] = nil
     if self.slot_wanted then
       self.slot_wanted = false
       self.slot:post(1)
@@ -160,6 +163,7 @@ local function run_due(self, next_due, premature)
       return started, w.sliced
     end
     w.waited = true
+    self.waiters[w] = true
     self.waiting = self.waiting + 1
     if self.waiting > self.peak then self.peak = self.waiting end
     if now() - self.since > self.slice then return started, true end
@@ -175,13 +179,21 @@ local dispatcher
 -- may accept the timer and still not run it (no free connection for its
 -- context: it logs an alert and drops it), so the fresh one says when it
 -- runs; one that has not within 0.1 s is disowned (the generation moves
--- on, and it leaves if it runs later) and this one goes on.
+-- on, and it leaves if it runs later) and this one goes on. What decides is
+-- self.took, which the fresh one sets as it starts, not the semaphore: when
+-- the loop stalled, the fresh one's post and the wait's time-out come in
+-- one pass, the wait may report the time-out, and the post's count is left
+-- for a later handover to take as its own.
 local function hand_over(self)
   local gen = self.gen + 1
   local ok, err = ngx.timer.at(0, dispatcher, self, gen)
   if ok then
     self.gen = gen
-    if self.took_over:wait(0.1) then
+    local limit = now() + 0.1
+    repeat
+      self.took_over:wait(math.max(0.001, limit - now()))
+    until self.took == gen or now() >= limit
+    if self.took == gen then
       self.handovers = self.handovers + 1
       return true
     end
@@ -238,7 +250,10 @@ end
 
 function dispatcher(premature, self, gen)
   if premature or gen ~= self.gen then return end -- (the exit timer handles the worker's exit)
-  if gen > 0 then self.took_over:post(1) end
+  if gen > 0 then
+    self.took = gen
+    self.took_over:post(1)
+  end
   local runs = 0
   while self.running and not ngx.worker.exiting() do
     local ok, wait = pcall(wait_ms, self)
@@ -316,14 +331,24 @@ end
 
 -- Run the callbacks of timeouts that never ran, once, with the worker exiting,
 -- in runners as at any time (one that waits holds back none of the others).
+-- stop() also hands back the timeouts whose callback is still running in a
+-- runner that waits (a periodic one, or one its callback reset): their run
+-- goes on, and they are not called a second time beside it.
 local function run_premature(self, list)
   local deadline, i, last = ngx.now() + self.exit_time, 0, math.min(#list, self.exit_max)
+  local busy = {}
+  for w in pairs(self.waiters) do
+    if not w.done then busy[w.t] = true end
+  end
   local function next_due()
-    if i >= last then return nil end
-    if i % 64 == 0 then ngx.update_time() end
-    if ngx.now() >= deadline then return nil end
-    i = i + 1
-    local t = list[i]
+    local t
+    repeat
+      if i >= last then return nil end
+      if i % 64 == 0 then ngx.update_time() end
+      if ngx.now() >= deadline then return nil end
+      i = i + 1
+      t = list[i]
+    until not busy[t]
     return t, t:task()
   end
   self.slice = math.huge -- the exit timer has nothing to hand over to
@@ -373,6 +398,7 @@ function M.new(opts, max_wait)
   self.timer, self.running = timer, true
   self.wake, self.slot, self.took_over = semaphore.new(), semaphore.new(), semaphore.new()
   self.waiting, self.peak, self.handovers, self.since, self.gen = 0, 0, 0, 0, 0
+  self.waiters = {} -- the runners left waiting in a callback (w -> true)
   self.handler = function(e)
     self.traceback = debug.traceback(driver.message(e), 2)
     return e

@@ -68,6 +68,11 @@ http {
       ngx.sleep(@LEASE@ * 1.6)
       ledger(job)
     end)
+    q:handle("linger", function(job)  -- writes its start, waits 1.6 leases, writes its end
+      ledger(job, "start")
+      ngx.sleep(@LEASE@ * 1.6)
+      ledger(job, "end")
+    end)
     q:handle("hang", function(job)  -- the first run waits until the worker is killed
       ledger(job)
       if job.attempt == 1 then ngx.sleep(60) end
@@ -446,6 +451,48 @@ describe("OpenResty: durable jobs in nginx with four workers on " .. engine.name
       assert.equal(gen, list[1].gen)
     end
     assert_no_crash(quit_log)
+    assert_no_crash()
+  end)
+
+  -- At a reload the old worker stops its timer while these handlers wait:
+  -- the renewals that kept their leases were timeouts of that timer.
+  it("keeps the leases of handlers still waiting at nginx -s reload: each job runs once, to its end, in the old worker", function()
+    schedule("linger", "linger", 4, 1, 0.05)
+    local by_id = wait_runs("linger", 4, 10) -- their starts
+    assert.equal(4, count(by_id), missing(by_id, "linger", 4))
+    local before = ngx_.worker_pids()
+    local old = {}
+    for _, pid in ipairs(before) do old[pid] = true end
+    assert.is_true(ngx_.signal("reload"))
+    socket.sleep(0.2)
+    note_pids()
+    local function ends()
+      local n = 0
+      for _, list in pairs(runs_of(redis.port, "linger")) do
+        for _, r in ipairs(list) do
+          if r.extra == "end" then n = n + 1 end
+        end
+      end
+      return n
+    end
+    local limit = socket.gettime() + (LEASE * 1.6 + 10) * SLOW
+    while ends() < 4 and socket.gettime() < limit do socket.sleep(0.05) end
+    assert.equal(4, ends(), missing(runs_of(redis.port, "linger"), "linger", 4))
+    socket.sleep(LEASE + 0.5) -- a second run, once a lease had run out, would show by now
+    by_id = runs_of(redis.port, "linger")
+    for id, list in pairs(by_id) do
+      local runs = {}
+      for _, r in ipairs(list) do runs[#runs + 1] = string.format("%s in pid %d, attempt %d", r.extra, r.pid, r.attempt) end
+      assert.equal(2, #list, id .. ": " .. table.concat(runs, "; "))
+      assert.same({ "start", "end" }, { list[1].extra, list[2].extra })
+      assert.is_true(old[list[1].pid] and list[2].pid == list[1].pid, id .. ": " .. table.concat(runs, "; "))
+    end
+    assert.equal(0, wait_pending(0, 5))
+    local gone = socket.gettime() + 10 * SLOW
+    for _, pid in ipairs(before) do
+      while alive(pid) and socket.gettime() < gone do socket.sleep(0.05) end
+      assert.is_false(alive(pid), "an old worker is still there 10 s after its handlers ended")
+    end
     assert_no_crash()
   end)
 

@@ -152,6 +152,16 @@ http {
         ngx.say("parked ", n)
       }
     }
+    location = /beat {   # a periodic callback that waits 1 s in each run
+      content_by_lua_block {
+        package.loaded.timer:every(0.05, function(t)
+          ngx.log(ngx.WARN, "beat call exiting=", tostring(ngx.worker.exiting()))
+          ngx.sleep(1)
+          ngx.log(ngx.WARN, "beat run ended")
+        end)
+        ngx.say("beating")
+      }
+    }
     location = /mixed {   # the pool at its maximum: callbacks that yield, raise or not
       content_by_lua_block {
         local st, small, n = package.loaded.st, package.loaded.small, tonumber(ngx.var.arg_n)
@@ -423,11 +433,16 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     assert.is_nil(log:find("exited on signal", 1, true), log)
   end)
 
-  it("hands pending timeouts to their callbacks at reload; the new worker starts empty", function()
+  it("hands pending timeouts to their callbacks at reload, but not one whose run still waits; the new worker starts empty", function()
     ngx_.stop()
     ngx_ = nil
     start()
     assert.equal(200, (N.get(port, "/park?n=10")))
+    assert.equal(200, (N.get(port, "/beat")))
+    for _ = 1, 100 do
+      if ngx_.log():find("beat call exiting=false", 1, true) then break end
+      socket.sleep(0.01)
+    end
     local before = ngx_.worker_pids()
     assert.is_true(ngx_.signal("reload"))
     local after
@@ -444,5 +459,15 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     assert.is_nil(log:find("exited on signal", 1, true), log)
     assert.is_true(N.wait_listening(port, "/ping"))
     assert.equal(0, stats(port).pending)
+    -- the beat's run under way at the reload ends in the old worker, and is
+    -- not called a second time beside it
+    for _ = 1, 100 do
+      if not N.alive(before[1]) then break end
+      socket.sleep(0.05)
+    end
+    assert.is_false(N.alive(before[1]), "the old worker is still there")
+    log = ngx_.log()
+    assert.matches("beat run ended", log, 1, true)
+    assert.is_nil(log:find("beat call exiting=true", 1, true), log)
   end)
 end)

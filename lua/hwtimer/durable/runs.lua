@@ -222,9 +222,12 @@ end
 -- left to lapse once nothing is held. A renewal that failed (the store out
 -- of reach) is tried again sooner. (A handler that blocks the loop longer
 -- than the lease cannot be helped: its job may run a second time elsewhere.)
+local renew_at_exit -- below
+
 local function renew_tick(t, self)
   self._renewer = nil
-  if self._closed or cancelled(t) or self._n_held == 0 then return end
+  if self._closed or self._n_held == 0 then return end
+  if cancelled(t) then return renew_at_exit(self) end
   local delay = self._lease / 3
   if self._now() - self._renewed >= delay and not self._batching then
     local wait = window.down(self)
@@ -235,6 +238,26 @@ local function renew_tick(t, self)
     end
   end
   self._renewer = later(self, delay, renew_tick, self)
+end
+
+-- At an nginx worker's exit (reload, quit) hwtimer.ngx stops the timer and
+-- calls this timeout cancelled, in a runner, while handlers may still wait
+-- on I/O: nginx lets them finish. Their jobs stay leased to this process
+-- until they return (renewed every third of the lease, on nginx's own
+-- sleep), or a new worker would take each one whose lease ran out and run
+-- it a second time beside it. Nothing else calls a stopped timer's
+-- callbacks, so elsewhere there is nothing to do.
+function renew_at_exit(self)
+  local ngx = rawget(_G, "ngx")
+  local sleep = type(ngx) == "table" and ngx.sleep
+  if not sleep then return end
+  local step = min(0.1, self._lease / 6)
+  while not self._closed and self._running_jobs > 0 and self._n_held > 0 do
+    if self._now() - self._renewed >= self._lease / 3 and not renew(self) then
+      self._renewed = self._now() - self._lease / 3 + min(self._lease / 6, 1) -- tried again sooner
+    end
+    if not pcall(sleep, step) then return end
+  end
 end
 
 ---------------------------------------------------------------------------
