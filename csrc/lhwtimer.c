@@ -36,6 +36,8 @@ static lua_Integer int_option(lua_State *L, const char *name, lua_Integer lo, lu
 	x = lua_tonumber(L, -1);
 	if (!(x >= (lua_Number)lo && x <= (lua_Number)hi) || x != floor(x))
 		option_error(L, name, expected);
+	if (x >= (lua_Number)LUA_MAXINTEGER) /* 2^63, as math.maxinteger reads: no cast past the range */
+		return LUA_MAXINTEGER;
 	return (lua_Integer)x;
 }
 

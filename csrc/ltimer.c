@@ -30,9 +30,12 @@ static void cancel_all(lua_State *L, struct timer *T, int list)
 	struct hwt_link all;
 	int mt, n = 0;
 	hwt_list_init(&all);
-	hwt_worker_collect(&T->w, &all);
-	hwt_list_splice(&all, &T->local);
+	/* The due first, then the rest (the wheel's due list, then level 0's
+	 * slots on up), and those whose callback runs last: hwtimer.ngx calls
+	 * at most exit_max of them at worker exit. */
 	hwt_list_splice(&all, &T->batch);
+	hwt_list_splice(&all, &T->local);
+	hwt_worker_collect(&T->w, &all);
 	hwt_list_splice(&all, &T->running);
 	hwt_getuv(L, 1, USERVAL_HANDLE_MT);
 	mt = lua_gettop(L);

@@ -290,7 +290,12 @@ static unsigned drain(struct hwt_wheel *w, unsigned lvl, unsigned budget)
 	while (moved < budget && !hwt_list_empty(head)) {
 		struct hwt_node *n = hwt_container_of(head->next, struct hwt_node, link);
 		hwt_wheel_del(w, n);
-		hwt_wheel_add(w, n, n->expires); /* lands at a lower level */
+		/* Lands at a lower level. Its expiry is not written again: only the
+		 * Lua thread writes it (under the lock), and reads it without. */
+		if (n->expires <= w->now)
+			make_due(w, n);
+		else
+			place(w, n);
 		moved++;
 	}
 	if (hwt_list_empty(head))
@@ -475,9 +480,9 @@ void hwt_wheel_collect(struct hwt_wheel *w, struct hwt_link *into)
 	uint32_t slot, heads = (uint32_t)w->levels * 2 << w->bits;
 	unsigned i;
 	struct hwt_link *l;
+	hwt_list_splice(into, &w->due); /* first: a host that can call only some of them calls these */
 	for (slot = 0; slot < heads; slot++)
 		hwt_list_splice(into, &w->slots[slot]);
-	hwt_list_splice(into, &w->due);
 	for (l = into->next; l != into; l = l->next)
 		hwt_container_of(l, struct hwt_node, link)->slot = HWT_SLOT_NONE;
 	for (i = 0; i < w->levels * 2; i++)

@@ -152,8 +152,12 @@ local function run_due(self, next_due, premature)
   while self.running or premature do
     while self.waiting >= self.max_runners do
       self.slot_wanted = true
-      self.slot:wait(self.max_wait)
+      self.slot:wait(premature and 0.01 or self.max_wait)
       if not (self.running or premature) then return started, false end
+      if premature then -- at worker exit, not past exit_time
+        ngx.update_time()
+        if ngx.now() >= self.exit_deadline then return started, false end
+      end
     end
     local w = {}
     local co = spawn(runner, self, w, next_due, premature)
@@ -173,7 +177,7 @@ end
 
 -- ---- the dispatcher ------------------------------------------------------------
 
-local dispatcher
+local dispatcher, on_exit
 
 -- Hand over to a dispatcher in a fresh ngx.timer; true once it runs. nginx
 -- may accept the timer and still not run it (no free connection for its
@@ -273,6 +277,12 @@ function dispatcher(premature, self, gen)
       end
     end
   end
+  -- The worker exits and the exit timer has not run: nginx drops a timer it
+  -- cannot start, the premature ones at exit too, once lua_max_running_timers
+  -- are running (contexts whose callbacks still wait count). Its work is done
+  -- here, or the pending callbacks would never be called and the waker would
+  -- hold the worker back.
+  if self.running and ngx.worker.exiting() then on_exit(true, self) end
 end
 
 -- ---- the waker --------------------------------------------------------------------
@@ -336,6 +346,7 @@ end
 -- goes on, and they are not called a second time beside it.
 local function run_premature(self, list)
   local deadline, i, last = ngx.now() + self.exit_time, 0, math.min(#list, self.exit_max)
+  self.exit_deadline = deadline
   local busy = {}
   for w in pairs(self.waiters) do
     if not w.done then busy[w.t] = true end
@@ -359,7 +370,7 @@ local function run_premature(self, list)
   end
 end
 
-local function on_exit(premature, self)
+function on_exit(premature, self)
   if not premature then -- a year passed: keep watching
     ngx.timer.at(365 * 86400, on_exit, self)
     return

@@ -25,6 +25,19 @@ describe("timer:stop", function()
     assert.equal(0, timer:pending())
   end)
 
+  it("lists the due timeouts first (a host that calls only some of them at exit calls those)", function()
+    local timer = hwtimer.new()
+    local f = function() end
+    for _ = 1, 50 do timer:schedule(5 + math.random() * 100, f) end
+    local due = {}
+    for i = 1, 3 do due[timer:schedule(0, f)] = i end
+    helpers.wait_readable(timer, 5) -- made due by the worker, not dispatched
+    for _ = 1, 50 do timer:schedule(5 + math.random() * 100, f) end
+    local list = timer:stop()
+    assert.equal(103, #list)
+    for i = 1, 3 do assert.is_truthy(due[list[i]], "entry " .. i .. " is not a due one") end
+  end)
+
   it("hands the timeouts back with their callbacks and arguments (t:task())", function()
     local timer = hwtimer.new()
     local function f() end

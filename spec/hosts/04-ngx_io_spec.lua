@@ -12,6 +12,7 @@ worker_rlimit_nofile @NOFILE@;
 events { worker_connections 8192; }   # callbacks that wait each hold a connection or two
 http {
   access_log off;
+  lua_max_running_timers @MAXRUN@;
   lua_package_path "@LPATH@;/usr/share/lua/5.1/?.lua;;";
   lua_package_cpath "@CPATH@;;";
   init_worker_by_lua_block {
@@ -152,6 +153,14 @@ http {
         ngx.say("parked ", n)
       }
     }
+    location = /sleepers {   # n callbacks due at once, each waiting 2 s
+      content_by_lua_block {
+        for _ = 1, tonumber(ngx.var.arg_n) do
+          package.loaded.timer:schedule(0, function() ngx.sleep(2) end)
+        end
+        ngx.say("scheduled")
+      }
+    }
     location = /beat {   # a periodic callback that waits 1 s in each run
       content_by_lua_block {
         package.loaded.timer:every(0.05, function(t)
@@ -268,11 +277,11 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
 
   local ngx_, redis, port
 
-  local function start(exit_max)
+  local function start(exit_max, max_running)
     port = N.free_port()
     ngx_ = N.start(N.config(CONF, { PORT = port, PONG = N.free_port(), CLOSED = N.free_port(),
                                    REDIS = redis.port, EXITMAX = exit_max or 10000,
-                                   NOFILE = N.nofile() }))
+                                   MAXRUN = max_running or 256, NOFILE = N.nofile() }))
     assert(N.wait_listening(port, "/ping"), ngx_.log())
   end
 
@@ -469,5 +478,26 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     log = ngx_.log()
     assert.matches("beat run ended", log, 1, true)
     assert.is_nil(log:find("beat call exiting=true", 1, true), log)
+  end)
+  -- Every handed-over context whose callbacks still wait is a running timer:
+  -- at lua_max_running_timers nginx drops the exit timer's premature run.
+  it("calls the pending callbacks at reload when nginx drops the exit timer (lua_max_running_timers reached)", function()
+    ngx_.stop()
+    ngx_ = nil
+    start(10000, 4)
+    assert.equal(200, (N.get(port, "/park?n=10")))
+    assert.equal(200, (N.get(port, "/sleepers?n=3000")))
+    socket.sleep(0.3)
+    local before = ngx_.worker_pids()
+    assert.is_true(ngx_.signal("reload"))
+    for _ = 1, 200 do
+      if not N.alive(before[1]) then break end
+      socket.sleep(0.05)
+    end
+    local log = ngx_.log()
+    assert.matches("lua_max_running_timers are not enough", log, 1, true) -- the case at hand
+    assert.is_false(N.alive(before[1]), "the old worker is still there 10 s after the reload\n" .. log)
+    assert.matches("premature run 1 exiting=true state=cancelled", log, 1, true)
+    assert.is_nil(log:find("exited on signal", 1, true), log)
   end)
 end)
