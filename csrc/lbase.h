@@ -79,7 +79,8 @@ HWT_HIDDEN_BEGIN
  * timeout keeps its schedule in its task's TASK_PERIOD: the interval in ns (a number),
  * or with ADVANCED a table {interval = ns, rate = bool, jitter = fraction,
  * nominal = ns of the current period's start}. REARMED: reset from its own
- * callback, so finishing that callback must leave it armed. RUNNING: handed
+ * callback, so finishing that callback must leave it armed (a dispatched
+ * one is on the wheel already; a taken one goes there at done). RUNNING: handed
  * to the host by take, until timer:done (pinned until then, so that its
  * callback may still reset it). RELEASED: cancelled, its task released,
  * its node pinned until the next flush of cancels (larm.h). */
@@ -127,7 +128,7 @@ struct timer {
 	struct hwt_link local;     /* taken from the worker, not yet run */
 	struct hwt_link batch;     /* being run by the current dispatch */
 	struct hwt_node *current;  /* the timeout whose callback runs now */
-	struct hwt_link running;   /* periodic timeouts taken by the host, not yet done */
+	struct hwt_link running;   /* taken by the host, not yet done: periodic, or reset */
 	int64_t host_wake;         /* when the host plans to wake (ns); 0: awake or no hook */
 	uint32_t *free_pins;       /* pin slots to reuse, a stack */
 	uint32_t nfree, free_cap;
