@@ -43,6 +43,16 @@ function N.alive(pid)
   return state ~= nil and state ~= "Z"
 end
 
+--- Wait up to `secs` for every process of `pids` to be gone; the first one
+-- still alive then, or nil.
+function N.wait_gone(pids, secs)
+  local limit = socket.gettime() + secs
+  for _, pid in ipairs(pids) do
+    while N.alive(pid) and socket.gettime() < limit do socket.sleep(0.05) end
+    if N.alive(pid) then return pid end
+  end
+end
+
 function N.free_port()
   local s = assert(socket.bind("127.0.0.1", 0))
   local _, port = s:getsockname()

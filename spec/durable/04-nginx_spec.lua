@@ -488,11 +488,7 @@ describe("OpenResty: durable jobs in nginx with four workers on " .. engine.name
       assert.is_true(old[list[1].pid] and list[2].pid == list[1].pid, id .. ": " .. table.concat(runs, "; "))
     end
     assert.equal(0, wait_pending(0, 5))
-    local gone = socket.gettime() + 10 * SLOW
-    for _, pid in ipairs(before) do
-      while alive(pid) and socket.gettime() < gone do socket.sleep(0.05) end
-      assert.is_false(alive(pid), "an old worker is still there 10 s after its handlers ended")
-    end
+    assert.is_nil(N.wait_gone(before, 10 * SLOW), "an old worker is still there 10 s after its handlers ended")
     assert_no_crash()
   end)
 
@@ -512,11 +508,7 @@ describe("OpenResty: durable jobs in nginx with four workers on " .. engine.name
       assert.is_true(list[1].late >= 0, id .. " ran early by " .. -list[1].late .. " s")
       assert.is_nil(old[list[1].pid], id .. " ran in an old worker")
     end
-    local limit = socket.gettime() + 10 * SLOW
-    for _, pid in ipairs(before) do
-      while alive(pid) and socket.gettime() < limit do socket.sleep(0.05) end
-      assert.is_false(alive(pid), "an old worker is still there 10 s after the reload")
-    end
+    assert.is_nil(N.wait_gone(before, 10 * SLOW), "an old worker is still there 10 s after the reload")
     assert_no_crash()
     stop()
   end)

@@ -470,15 +470,12 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     assert.equal(0, stats(port).pending)
     -- the beat's run under way at the reload ends in the old worker, and is
     -- not called a second time beside it
-    for _ = 1, 100 do
-      if not N.alive(before[1]) then break end
-      socket.sleep(0.05)
-    end
-    assert.is_false(N.alive(before[1]), "the old worker is still there")
+    assert.is_nil(N.wait_gone(before, 5), "the old worker is still there")
     log = ngx_.log()
     assert.matches("beat run ended", log, 1, true)
     assert.is_nil(log:find("beat call exiting=true", 1, true), log)
   end)
+
   -- Every handed-over context whose callbacks still wait is a running timer:
   -- at lua_max_running_timers nginx drops the exit timer's premature run.
   it("calls the pending callbacks at reload when nginx drops the exit timer (lua_max_running_timers reached)", function()
@@ -490,13 +487,10 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     socket.sleep(0.3)
     local before = ngx_.worker_pids()
     assert.is_true(ngx_.signal("reload"))
-    for _ = 1, 200 do
-      if not N.alive(before[1]) then break end
-      socket.sleep(0.05)
-    end
+    local left = N.wait_gone(before, 10)
     local log = ngx_.log()
     assert.matches("lua_max_running_timers are not enough", log, 1, true) -- the case at hand
-    assert.is_false(N.alive(before[1]), "the old worker is still there 10 s after the reload\n" .. log)
+    assert.is_nil(left, "the old worker is still there 10 s after the reload\n" .. log)
     assert.matches("premature run 1 exiting=true state=cancelled", log, 1, true)
     assert.is_nil(log:find("exited on signal", 1, true), log)
   end)
