@@ -71,12 +71,22 @@ end
 -- dispatch (true: timer:dispatch(), no yields), gc_step (as timer:run's:
 -- step the collector before copas waits, within the timer's next deadline
 -- and max_wait; a socket that becomes ready meanwhile waits as long).
+-- step's and loop's first two arguments, checked (raising at their caller's).
+local function check_args(timer, max_wait, fname)
+  runner.check_timer(timer, fname, 3)
+  if max_wait ~= nil and not (type(max_wait) == "number" and max_wait >= 0 and max_wait < math.huge) then
+    error(string.format("bad argument #2 to '%s' (non-negative number of seconds expected)", fname), 3)
+  end
+end
+
 function M.step(timer, max_wait, opts)
+  check_args(timer, max_wait, "step")
   return step(timer, max_wait, runner.options(opts, runner.OPTIONS, 3, "step"))
 end
 
 --- loop(timer, [max_wait], [opts]): step until the timer is stopped or closed.
 function M.loop(timer, max_wait, opts)
+  check_args(timer, max_wait, "loop")
   local o = runner.options(opts, runner.OPTIONS, 3, "loop")
   while usable(timer) do
     step(timer, max_wait, o)

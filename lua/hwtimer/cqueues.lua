@@ -33,24 +33,34 @@
 local cqueues = require("cqueues")
 local condition = require("cqueues.condition")
 local runner = require("hwtimer.runner")
+local check = require("hwtimer.check")
 
 local usable = runner.usable
 
 local M = {}
+local current = setmetatable({}, { __mode = "k" }) -- timer -> its attachment's state
 
 -- A coroutine of the controller, carrying runner w until its callback
 -- returns. The last one out lets the attached coroutine wait on the
 -- descriptor again; one that closed the timer lets it leave.
 local function carried(self, w, ...)
+  self.handoff:signal() -- (the attached coroutine resumes once this one yields)
   runner.carry(self, w, ...)
   self.running = self.running - 1
   if self.running == 0 or not usable(self.timer) then self.wake:signal() end
 end
 
--- The driver's hand: runner w's callback yielded (...); the controller owns it now.
+-- The driver's hand: runner w's callback yielded (...); the controller owns it
+-- now. Its carrier must reach the controller before the batch goes on: what
+-- the callback waits for (a condition) is registered only when the carrier
+-- yields it up, and a condition keeps no signal that comes before. So the
+-- batch ends here (self.paused), and the attached coroutine waits for the
+-- carrier to start before the next one (a 0 s wait would not do: cqueues
+-- resumes that first); it resumes once the carrier has yielded.
 local function hand(self, w, ...)
   self.running = self.running + 1
   self.cq:wrap(carried, self, w, ...)
+  self.paused = true
 end
 
 -- The controller must never hold the timer's descriptor in its pollset when
@@ -80,8 +90,17 @@ local function serve(self)
     if self.detached then break end
     local ok, err = pcall(self.run, self)
     if not ok and usable(timer) then error(err, 0) end
+    if self.paused then -- (outside pcall: Lua 5.1's cannot be yielded across)
+      self.paused = false
+      self.handoff:wait(1)
+    end
   end
-  if usable(timer) then timer:wakeup(nil) end
+  -- The hook goes with the last attachment only: after detach() the timer
+  -- may be attached again before this coroutine gets here.
+  if usable(timer) and current[timer] == self then
+    timer:wakeup(nil)
+    current[timer] = nil
+  end
 end
 
 local function run_dispatch(self)
@@ -97,14 +116,20 @@ end
 -- Returns the handle (with detach() and running(): callbacks suspended in
 -- the controller) and cq.
 function M.attach(timer, cq, opts)
+  runner.check_timer(timer, "attach", 2)
+  if cq ~= nil and cqueues.type(cq) ~= "controller" then
+    error("bad argument #2 to 'attach' (cqueues controller expected, got " .. check.type_name(cq) .. ")", 2)
+  end
   local o = runner.options(opts, runner.OPTIONS, 3, "attach")
   cq = cq or cqueues.new()
   local self = runner.new(timer, o, hand)
   self.cq, self.fd, self.wake, self.running, self.detached = cq, timer:getfd(), condition.new(), 0, false
+  self.handoff = condition.new()
   self.run = o.dispatch and run_dispatch or runner.run_due
   self.gc = runner.gc_budget(o.gc_step)
   local wake = self.wake
   timer:wakeup(function() wake:signal() end)
+  current[timer] = self
   local attached = {}
   function attached.detach() -- before the timer closes its descriptor, if it is still open
     self.detached = true

@@ -51,7 +51,8 @@ end
 
 -- ---- options -------------------------------------------------------------------
 
-local function whole(v) return type(v) == "number" and v >= 1 and v == math.floor(v) end
+-- (below 9e15, as timer:dispatch's count: math.huge would pass here and fail there)
+local function whole(v) return type(v) == "number" and v >= 1 and v < 9e15 and v == math.floor(v) end
 local function boolean(v) return type(v) == "boolean" end
 local function gc_step(v) return type(v) == "boolean" or (type(v) == "number" and v >= 0 and v <= 1) end
 
@@ -64,6 +65,15 @@ runner.OPTIONS = {
   dispatch = { nil, boolean, "boolean" },
   gc_step = { nil, gc_step, "boolean or seconds from 0 to 1" },
 }
+
+--- The glue function fname's first argument is a timer; raises as the
+-- binding does otherwise, at `level` counted from check_timer's caller (as
+-- error()'s: 2 is that caller's caller).
+function runner.check_timer(timer, fname, level)
+  if not check.is_timer(timer) then
+    check.argerror(1, fname, "hwtimer.timer expected, got " .. check.type_name(timer), level + 1)
+  end
+end
 
 --- Argument #n of the glue function fname: nil or a table of options from
 -- `spec` (runner.OPTIONS or some of them). Returns them checked, or raises as
@@ -140,7 +150,8 @@ local function resumed(self, w, ok, first, ...)
 end
 
 --- Run at most self.batch due callbacks, in as many runners as yield;
--- returns how many started.
+-- returns how many started. A host's hand may end the batch early by
+-- setting self.paused (its own to clear).
 function runner.run_due(self)
   local pool = self.pool
   self.budget = self.batch
@@ -152,7 +163,7 @@ function runner.run_due(self)
     else
       w = { co = create(body), handed = false }
     end
-  until not resumed(self, w, resume(w.co, self, w))
+  until not resumed(self, w, resume(w.co, self, w)) or self.paused
   return self.batch - self.budget
 end
 

@@ -182,6 +182,41 @@ describe("hwtimer.cqueues: callbacks may yield to cqueues", function()
     assert.is_true(percentile(late, 0) >= 0, "early")
   end)
 
+  it("a callback waiting on a condition gets the signal of one due in the same batch", function()
+    local condition = require("cqueues.condition")
+    local cond, woken, waited = condition.new(), nil, nil
+    timer:schedule(0.01, function()
+      local t0 = hwtimer.now()
+      woken = cond:wait(2) -- true when signalled, false after 2 s
+      waited = hwtimer.now() - t0
+    end)
+    timer:schedule(0.01, function() cond:signal() end)
+    finish_when(function() return woken ~= nil end)
+    assert(run())
+    assert.same({}, errors)
+    assert.is_true(woken, "the signal was lost: the wait ended after " .. tostring(waited) .. " s")
+  end)
+
+  it("a timer attached again after detach() keeps its wake-up while a callback waits", function()
+    attached.detach()
+    attached = glue.attach(timer, cq, { on_error = record })
+    local slept, ran_at, t0
+    timer:schedule(0.01, function()
+      cqueues.sleep(0.5)
+      slept = true
+    end)
+    cq:wrap(function()
+      cqueues.sleep(0.1) -- the first attachment's coroutine has left by now; the sleeper waits
+      t0 = hwtimer.now()
+      timer:schedule(0.05, function() ran_at = hwtimer.now() end)
+    end)
+    finish_when(function() return slept and ran_at ~= nil end)
+    assert(run())
+    assert.same({}, errors)
+    local late = ran_at - (t0 + 0.05)
+    assert.is_true(late >= 0 and late < 0.2, "ran " .. late .. " s late")
+  end)
+
   it("an error before or after a yield reaches on_error with the handle and a traceback", function()
     local t1 = timer:schedule(0.005, function() cqueues.sleep(0.01); error("after a yield") end)
     local t2 = timer:schedule(0.005, function() error({ code = 7 }) end)
@@ -324,6 +359,8 @@ describe("hwtimer.cqueues: callbacks may yield to cqueues", function()
   it("rejects bad options naming them", function()
     assert.has_error(function() glue.attach(timer, cq, { batch = 0 }) end,
       "bad argument #3 to 'attach' (option 'batch': positive integer expected)")
+    assert.has_error(function() glue.attach(timer, cq, { batch = math.huge, dispatch = true }) end,
+      "bad argument #3 to 'attach' (option 'batch': positive integer expected)")
     assert.has_error(function() glue.attach(timer, cq, { on_error = 1 }) end,
       "bad argument #3 to 'attach' (option 'on_error': function expected)")
     assert.has_error(function() glue.attach(timer, cq, { bogus = true }) end,
@@ -332,6 +369,10 @@ describe("hwtimer.cqueues: callbacks may yield to cqueues", function()
       "bad argument #3 to 'attach' (option 'dispatch': boolean expected)")
     assert.has_error(function() glue.attach(timer, cq, 5) end,
       "bad argument #3 to 'attach' (table expected, got number)")
+    assert.has_error(function() glue.attach(nil, cq) end,
+      "bad argument #1 to 'attach' (hwtimer.timer expected, got nil)")
+    assert.has_error(function() glue.attach(timer, { on_error = print }) end,
+      "bad argument #2 to 'attach' (cqueues controller expected, got table)")
   end)
 end)
 
@@ -509,12 +550,20 @@ describe("hwtimer.copas: callbacks may use copas sockets", function()
   it("rejects bad options naming them, in step and in loop", function()
     assert.has_error(function() glue.step(timer, 0.01, { batch = 1.5 }) end,
       "bad argument #3 to 'step' (option 'batch': positive integer expected)")
+    assert.has_error(function() glue.loop(timer, 0.01, { batch = math.huge }) end,
+      "bad argument #3 to 'loop' (option 'batch': positive integer expected)")
     assert.has_error(function() glue.step(timer, 0.01, { on_error = "x" }) end,
       "bad argument #3 to 'step' (option 'on_error': function expected)")
     assert.has_error(function() glue.loop(timer, 0.01, { bogus = true }) end,
       "bad argument #3 to 'loop' (unknown option 'bogus')")
     assert.has_error(function() glue.loop(timer, 0.01, "fast") end,
       "bad argument #3 to 'loop' (table expected, got string)")
+    assert.has_error(function() glue.step(timer, -1) end,
+      "bad argument #2 to 'step' (non-negative number of seconds expected)")
+    assert.has_error(function() glue.step(timer, { batch = 10 }) end,
+      "bad argument #2 to 'step' (non-negative number of seconds expected)")
+    assert.has_error(function() glue.loop(nil) end,
+      "bad argument #1 to 'loop' (hwtimer.timer expected, got nil)")
   end)
 
   it("runs more callbacks than a step's batch over the next steps, in order", function()

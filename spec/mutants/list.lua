@@ -477,6 +477,13 @@ return {
     file = "lua/hwtimer/tzif.lua", lua = "5.4", specs = { "spec/cron/02-next_spec.lua", "spec/cron/05-zones_spec.lua" },
     from = "rule.finish.time - rule.dst", to = "rule.finish.time - rule.std" },
 
+  { name = "cqueues glue: the batch goes on before a waiting callback's carrier has reached the controller",
+    file = "lua/hwtimer/cqueues.lua", lua = "5.4", specs = { "spec/hosts/02-yield_loops_spec.lua" },
+    from = "  self.paused = true\n", to = "" },
+  { name = "cqueues glue: a detached coroutine takes the wake-up hook of the timer's next attachment",
+    file = "lua/hwtimer/cqueues.lua", lua = "5.4", specs = { "spec/hosts/02-yield_loops_spec.lua" },
+    from = "  if usable(timer) and current[timer] == self then", to = "  if usable(timer) then" },
+
   -- ---- nginx (LuaJIT, a real nginx) ----
   { name = "nginx glue: the waker is never started (wakes on nginx's millisecond timers only)",
     file = "lua/hwtimer/ngx.lua", lua = "jit", specs = { "spec/hosts/03-openresty_spec.lua" },
