@@ -50,17 +50,32 @@ local function carried(self, w, ...)
   if self.running == 0 or not usable(self.timer) then self.wake:signal() end
 end
 
+-- Whether a callback's yield (cqueues.poll's objects) waits on a condition,
+-- itself or as a promise's pollfd: a condition keeps no signal that comes
+-- before its waiter is registered. Sockets and sleeps lose nothing.
+local function on_condition(...)
+  for i = 1, select("#", ...) do
+    local v = select(i, ...)
+    if condition.type(v) then return true end
+    if type(v) == "table" or type(v) == "userdata" then
+      local ok, fd = pcall(function() return v:pollfd() end)
+      if ok and condition.type(fd) then return true end
+    end
+  end
+  return false
+end
+
 -- The driver's hand: runner w's callback yielded (...); the controller owns it
--- now. Its carrier must reach the controller before the batch goes on: what
--- the callback waits for (a condition) is registered only when the carrier
--- yields it up, and a condition keeps no signal that comes before. So the
--- batch ends here (self.paused), and the attached coroutine waits for the
--- carrier to start before the next one (a 0 s wait would not do: cqueues
--- resumes that first); it resumes once the carrier has yielded.
+-- now. What it waits for is registered only when its carrier yields it up.
+-- For a condition that must come before the batch goes on (a callback due
+-- with it may signal it): the batch ends here (self.paused), and the attached
+-- coroutine waits for the carrier to start before the next one (a 0 s wait
+-- would not do: cqueues resumes that first); it resumes once the carrier
+-- has yielded. For sockets and sleeps, the batch goes on at once.
 local function hand(self, w, ...)
   self.running = self.running + 1
   self.cq:wrap(carried, self, w, ...)
-  self.paused = true
+  if on_condition(...) then self.paused = true end
 end
 
 -- The controller must never hold the timer's descriptor in its pollset when

@@ -479,7 +479,7 @@ return {
 
   { name = "cqueues glue: the batch goes on before a waiting callback's carrier has reached the controller",
     file = "lua/hwtimer/cqueues.lua", lua = "5.4", specs = { "spec/hosts/02-yield_loops_spec.lua" },
-    from = "  self.paused = true\n", to = "" },
+    from = "  if on_condition(...) then self.paused = true end\n", to = "" },
   { name = "cqueues glue: a detached coroutine takes the wake-up hook of the timer's next attachment",
     file = "lua/hwtimer/cqueues.lua", lua = "5.4", specs = { "spec/hosts/02-yield_loops_spec.lua" },
     from = "  if usable(timer) and current[timer] == self then", to = "  if usable(timer) then" },
