@@ -30,13 +30,9 @@ void lhwt_free_pin(struct timer *T, uint32_t slot)
 
 /* ---- scheduling ----------------------------------------------------------- */
 
-/* Put `n` on the wheel to be due at monotonic time `due` (clock read: `now`).
- * Not once stopped: a finalizer run by an allocation on the way here may
- * have stopped the timer, and its worker is gone. */
+/* Put `n` on the wheel to be due at monotonic time `due` (clock read: `now`). */
 static void arm_at(struct timer *T, struct hwt_node *n, int64_t now, int64_t due)
 {
-	if (T->stopped)
-		return;
 	if (due < T->host_wake)
 		T->wake = 1;
 	hwt_worker_add(&T->w, n, hwt_worker_tick_at(&T->w, due), now);
@@ -49,8 +45,6 @@ static void arm(struct timer *T, struct hwt_node *n, int64_t now, int64_t delay_
 		arm_at(T, n, now, now + delay_ns);
 		return;
 	}
-	if (T->stopped)
-		return;
 	if (T->host_wake > 0)
 		T->wake = 1;
 	hwt_worker_add_due(&T->w, n);
@@ -233,13 +227,16 @@ void lhwt_release_pack(lua_State *L, int mt, struct hwt_node *n)
 }
 
 /* Store `nominal` as the start of the current period of an advanced periodic
- * timeout whose task table is at `task`. */
-static void set_nominal(lua_State *L, int task, int64_t nominal)
+ * timeout whose task table is at `task`. The field may allocate, and the
+ * collector run a finalizer that stops the timer: false then (its worker is
+ * gone; nothing may be armed). */
+static int set_nominal(lua_State *L, struct timer *T, int task, int64_t nominal)
 {
 	hwt_packget(L, task, TASK_PERIOD);
 	lua_pushnumber(L, (lua_Number)nominal);
 	lua_setfield(L, -2, "nominal");
 	lua_pop(L, 1);
+	return !T->stopped;
 }
 
 /* Arm an advanced periodic timeout (task table at `task`) for the period
@@ -247,8 +244,8 @@ static void set_nominal(lua_State *L, int task, int64_t nominal)
 static void arm_period(lua_State *L, struct timer *T, int task, struct hwt_node *n, int64_t now,
 		       int64_t nominal, const struct period *p)
 {
-	set_nominal(L, task, nominal);
-	arm_at(T, n, now, nominal + jitter_ns(T, p));
+	if (set_nominal(L, T, task, nominal))
+		arm_at(T, n, now, nominal + jitter_ns(T, p));
 }
 
 /* Arm the first run of the periodic timeout whose task table is at `task`
@@ -261,8 +258,8 @@ static void arm_first(lua_State *L, struct timer *T, int task, struct hwt_node *
 	} else if (!p->has_first) {
 		arm_period(L, T, task, n, now, now + p->interval, p);
 	} else { /* exactly `first` from now, no jitter; later periods count from there */
-		set_nominal(L, task, now + p->first);
-		arm(T, n, now, p->first);
+		if (set_nominal(L, T, task, now + p->first))
+			arm(T, n, now, p->first);
 	}
 }
 
