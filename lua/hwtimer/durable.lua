@@ -183,6 +183,15 @@ local function at_collect(self)
   return setmetatable({}, { __gc = quietly })
 end
 
+-- On a timer that says what to do at its host's exit (hwtimer.ngx's
+-- at_exit): the queue's exit (runs.exit), on nginx's sleep. Its handle, or nil.
+local function at_exit(self, timer)
+  if type(timer) ~= "table" or not callable(timer.at_exit) then return nil end
+  local ngx = rawget(_G, "ngx")
+  local ok, h = pcall(timer.at_exit, timer, runs.exit, self, ngx.sleep)
+  return ok and h or nil
+end
+
 ---------------------------------------------------------------------------
 -- Opening a store
 ---------------------------------------------------------------------------
@@ -217,6 +226,7 @@ function M.open(timer, opts)
     return nil, "hwtimer.durable: " .. engine.name .. ": " .. tostring(err)
   end
   self._at_collect = at_collect(self)
+  self._exit_function = at_exit(self, timer)
   return self
 end
 

@@ -45,6 +45,7 @@ local check = require("hwtimer.check")
 local driver = require("hwtimer.runner")
 local semaphore = require("ngx.semaphore")
 local spawn, reap = ngx.thread.spawn, ngx.thread.wait
+local unpack = table.unpack or unpack
 
 local now = hwtimer.now
 local ceil = math.ceil
@@ -370,6 +371,28 @@ local function run_premature(self, list)
   end
 end
 
+-- An exit function's light thread: fn(...) protected, its error logged.
+local function exit_thread(self, h)
+  local ok, err = xpcall(h.fn, self.handler, unpack(h.args, 1, h.args.n))
+  if not ok then ngx.log(ngx.ERR, "hwtimer.ngx: error in an exit function: ", self.traceback or tostring(err)) end
+end
+
+-- Start the exit functions (d:at_exit), in the order they were given, each
+-- in a light thread of its own: one that waits holds back none of the
+-- others, nor the premature callbacks. Neither exit_max nor max_runners
+-- counts them: they are the exit work of what runs on this timer (a
+-- durable queue keeping the leases of its handlers still waiting).
+local function run_exit_functions(self)
+  local list = {}
+  for h in pairs(self.exit_functions) do list[#list + 1] = h end
+  table.sort(list, function(a, b) return a.seq < b.seq end)
+  self.exit_functions = {}
+  for _, h in ipairs(list) do
+    local co = spawn(exit_thread, self, h)
+    if coroutine.status(co) == "dead" then reap(co) end
+  end
+end
+
 function on_exit(premature, self)
   if not premature then -- a year passed: keep watching
     ngx.timer.at(365 * 86400, on_exit, self)
@@ -379,7 +402,9 @@ function on_exit(premature, self)
   self.running = false
   self.wake:post(1)
   self.slot:post(1)
-  run_premature(self, self.timer:stop())
+  local list = self.timer:stop()
+  run_exit_functions(self)
+  run_premature(self, list)
   -- Posted here, on the worker's way out, the wake-ups wait for nginx's next
   -- timer event: without one, the dispatcher's own (up to max_wait) would
   -- hold the worker back. A 1 ms sleep is that event.
@@ -410,6 +435,7 @@ function M.new(opts, max_wait)
   self.wake, self.slot, self.took_over = semaphore.new(), semaphore.new(), semaphore.new()
   self.waiting, self.peak, self.handovers, self.since, self.gen = 0, 0, 0, 0, 0
   self.waiters = {} -- the runners left waiting in a callback (w -> true)
+  self.exit_functions, self.exit_seq = {}, 0 -- d:at_exit's (handle -> true)
   self.handler = function(e)
     self.traceback = debug.traceback(driver.message(e), 2)
     return e
@@ -456,6 +482,40 @@ function NgxTimer:stats(since_last)
     self.waiting, self.peak, self.max_runners, self.handovers, self.paired == true
   if since_last then self.peak = self.waiting end
   return s
+end
+
+-- A handle of d:at_exit.
+local ExitFunction = {}
+ExitFunction.__index = ExitFunction
+
+--- h:cancel(): the function is not called at exit; true if it was still to be.
+function ExitFunction:cancel()
+  local set = self.owner.exit_functions
+  if not set[self] then return false end
+  set[self] = nil
+  return true
+end
+
+function ExitFunction:__tostring()
+  return "hwtimer.ngx exit function (" .. (self.owner.exit_functions[self] and "pending" or "done or cancelled") .. ")"
+end
+
+--- h = d:at_exit(fn, ...): at this worker's exit (nginx -s quit, reload),
+-- once the timer has stopped and before the callbacks of the timeouts that
+-- never ran, fn(...) is called once, in a light thread of its own where it
+-- may yield; exit_max, exit_time and max_runners do not count it. An error
+-- is logged. h:cancel() takes it back. Not called when the timer was
+-- stopped before the exit (d:stop()): whoever stopped it took over.
+function NgxTimer:at_exit(fn, ...)
+  if not check.callable(fn) then
+    check.argerror(1, "at_exit", "function expected, got " .. check.type_name(fn), 2)
+  end
+  if not self.running then error("hwtimer.ngx: at_exit on a stopped timer", 2) end
+  self.exit_seq = self.exit_seq + 1
+  local h = setmetatable({ owner = self, fn = fn, seq = self.exit_seq,
+                           args = { n = select("#", ...), ... } }, ExitFunction)
+  self.exit_functions[h] = true
+  return h
 end
 
 --- Stop the dispatcher, the runners and the timer; returns the timeouts that never ran.

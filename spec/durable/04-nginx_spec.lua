@@ -34,7 +34,10 @@ http {
   init_worker_by_lua_block {
     local sqlite = require("hwtimer.sqlite")
     local durable = require("hwtimer.durable")
-    local d = assert(require("hwtimer.ngx").new({ tick = 0.001 }))
+    -- exit_max = 0: at a worker's exit no timeout's callback is called;
+    -- the queue's own exit (jobs handed back, leases kept while handlers
+    -- wait, acknowledgements written) must not rest on them
+    local d = assert(require("hwtimer.ngx").new({ tick = 0.001, exit_max = 0 }))
     local common = { lease = @LEASE@, poll = 0.02, sweep = 0.1,
       on_error = function(err, job)
         ngx.log(ngx.ERR, "durable: ", tostring(err), " job ", job and job.id or "-")

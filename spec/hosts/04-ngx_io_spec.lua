@@ -157,6 +157,22 @@ http {
         ngx.say("parked ", n)
       }
     }
+    location = /exitfns {   # functions for the worker's exit: one waits, one not, one taken back, one raises
+      content_by_lua_block {
+        local timer = package.loaded.timer
+        local function say(...) ngx.log(ngx.WARN, "exit function ", table.concat({ ... }, " ")) end
+        timer:at_exit(function(a, b, c)
+          ngx.sleep(0.3)
+          say("A", a, tostring(b), c, "exiting=" .. tostring(ngx.worker.exiting()), "pending=" .. timer:pending())
+        end, 1, nil, 3)
+        timer:at_exit(function() say("B") end)
+        local h = timer:at_exit(function() say("C") end)
+        local first, second = h:cancel(), h:cancel()
+        timer:at_exit(function() error("boom at exit") end)
+        local ok, err = pcall(timer.at_exit, timer, 42)
+        ngx.say(tostring(first), " ", tostring(second), " ", tostring(ok), " ", err)
+      }
+    }
     location = /sleepers {   # n callbacks due at once, each waiting 2 s
       content_by_lua_block {
         for _ = 1, tonumber(ngx.var.arg_n) do
@@ -426,6 +442,9 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     ngx_ = nil
     start(1000)
     assert.equal(200, (N.get(port, "/park?n=100000")))
+    local status, body = N.get(port, "/exitfns")
+    assert.equal(200, status)
+    assert.matches("^true false false [^\n]*bad argument #1 to 'at_exit' %(function expected, got number%)", body)
     local master = ngx_.master_pid()
     local t0 = socket.gettime()
     ngx_.signal("quit")
@@ -445,6 +464,14 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     assert.matches("premature run 1 exiting=true state=cancelled", log, 1, true)
     assert.matches("99000 pending timeouts dropped", log, 1, true)
     assert.is_nil(log:find("exited on signal", 1, true), log)
+    -- the exit functions ran though exit_max dropped most timeouts: in
+    -- order, the one that waits holding back none, with their arguments
+    local a, b = log:find("exit function A 1 nil 3 exiting=true pending=0", 1, true), log:find("exit function B", 1, true)
+    assert.is_truthy(a, log)
+    assert.is_truthy(b, log)
+    assert.is_true(b < a, "B waited for A")
+    assert.is_nil(log:find("exit function C", 1, true), log)
+    assert.matches("error in an exit function: [^\n]*boom at exit", log)
   end)
 
   it("hands pending timeouts to their callbacks at reload, but not one whose run still waits; the new worker starts empty", function()

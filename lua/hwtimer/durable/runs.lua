@@ -222,12 +222,11 @@ end
 -- left to lapse once nothing is held. A renewal that failed (the store out
 -- of reach) is tried again sooner. (A handler that blocks the loop longer
 -- than the lease cannot be helped: its job may run a second time elsewhere.)
-local renew_at_exit -- below
-
 local function renew_tick(t, self)
   self._renewer = nil
-  if self._closed or self._n_held == 0 then return end
-  if cancelled(t) then return renew_at_exit(self) end
+  -- (called cancelled: the timer stopped; at an nginx worker's exit
+  -- runs.exit keeps the leases)
+  if self._closed or self._n_held == 0 or cancelled(t) then return end
   local delay = self._lease / 3
   if self._now() - self._renewed >= delay and not self._batching then
     local wait = window.down(self)
@@ -240,17 +239,11 @@ local function renew_tick(t, self)
   self._renewer = later(self, delay, renew_tick, self)
 end
 
--- At an nginx worker's exit (reload, quit) hwtimer.ngx stops the timer and
--- calls this timeout cancelled, in a runner, while handlers may still wait
--- on I/O: nginx lets them finish. Their jobs stay leased to this process
--- until they return (renewed every third of the lease, on nginx's own
--- sleep), or a new worker would take each one whose lease ran out and run
--- it a second time beside it. Nothing else calls a stopped timer's
--- callbacks, so elsewhere there is nothing to do.
-function renew_at_exit(self)
-  local ngx = rawget(_G, "ngx")
-  local sleep = type(ngx) == "table" and ngx.sleep
-  if not sleep then return end
+-- While handlers still wait on I/O at an nginx worker's exit (nginx lets
+-- them finish), their jobs stay leased to this process until they return,
+-- renewed every third of the lease on nginx's own sleep: else a new worker
+-- would take each one whose lease ran out and run it a second time beside it.
+local function renew_at_exit(self, sleep)
   local step = min(0.1, self._lease / 6)
   while not self._closed and self._running_jobs > 0 and self._n_held > 0 do
     if self._now() - self._renewed >= self._lease / 3 and not renew(self) then
@@ -332,9 +325,23 @@ local function before_start(self)
   return true
 end
 
+--- The queue's part of an nginx worker's exit (reload, quit), called by
+-- hwtimer.ngx (its at_exit) once the timer has stopped, in a light thread
+-- of its own, whatever the timer's exit_max: the rows not started go back
+-- to the store with the acknowledgements, and the leases of the handlers
+-- still running are kept until they return (each writes its own
+-- acknowledgement then: the timer is stopped, so at once).
+function runs.exit(self, sleep)
+  if self._gone then return end
+  self._stopped = true
+  runs.release(self)
+  renew_at_exit(self, sleep)
+end
+
 local function finish_close(self)
   if self._gone then return end
   self._gone = true
+  if self._exit_function then self._exit_function:cancel() end
   runs.flush(self)
   self._engine:close()
 end
