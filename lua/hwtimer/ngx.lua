@@ -181,29 +181,51 @@ end
 local dispatcher, on_exit
 
 -- Hand over to a dispatcher in a fresh ngx.timer; true once it runs. nginx
--- may accept the timer and still not run it (no free connection for its
--- context: it logs an alert and drops it), so the fresh one says when it
--- runs; one that has not within 0.1 s is disowned (the generation moves
--- on, and it leaves if it runs later) and this one goes on. What decides is
--- self.took, which the fresh one sets as it starts, not the semaphore: when
--- the loop stalled, the fresh one's post and the wait's time-out come in
--- one pass, the wait may report the time-out, and the post's count is left
--- for a later handover to take as its own.
+-- may accept the timer and still not run it: when it fires with
+-- lua_max_running_timers running (every handed-over context whose callbacks
+-- still wait is one), or no free connection for its context, nginx logs an
+-- alert and drops it. A 0 ms timer fires in nginx's first timer pass, before
+-- a 2 ms one set in the same pass of the loop (timers expire in key order):
+-- so once a 2 ms wait times out, the fresh one has run or never will, and
+-- is disowned (the generation moves on: it leaves if it runs later).
+-- What decides is self.took, the generation of the newest dispatcher that
+-- started (each sets it as it starts), not the semaphore's posts: at or
+-- past gen, the fresh one ran. It may be past: a fresh dispatcher may run,
+-- work its slice and hand over again in the same timer pass of nginx's
+-- loop (its 0 ms timer is due at once), a chain of them before this wait
+-- ends.
+--
+-- The count of running timers at a handover nginx dropped is kept as the
+-- bound for a second: until fewer run, no handover is tried (nginx's alert
+-- and the 2 ms each) and the dispatcher yields to nginx's loop in place (a
+-- 0 ms sleep) instead. After that second it tries again: a bound that was
+-- never one (other timers ended meanwhile) does not hold the context for
+-- good, which keeps what its light threads allocated until it ends.
+local running_count = ngx.timer.running_count
+local HANDOVER_WAIT, FULL_FOR = 0.002, 1
+
 local function hand_over(self)
+  local running = running_count and running_count()
+  if running and running >= self.timers_full and now() < self.full_until then
+    ngx.sleep(0)
+    return false
+  end
   local gen = self.gen + 1
   local ok, err = ngx.timer.at(0, dispatcher, self, gen)
   if ok then
     self.gen = gen
     local limit = now() + 0.1
     repeat
-      self.took_over:wait(math.max(0.001, limit - now()))
-    until self.took == gen or now() >= limit
-    if self.took == gen then
+      local posted = self.took_over:wait(HANDOVER_WAIT)
+    until self.took >= gen or not posted or now() >= limit
+    if self.took >= gen then
       self.handovers = self.handovers + 1
       return true
     end
-    err = "it did not run within 0.1 s"
+    err = "nginx dropped it, " .. tostring(running) .. " timers running (lua_max_running_timers?);" ..
+          " tried again once fewer run"
     self.gen = gen + 1
+    self.timers_full, self.full_until = running or math.huge, now() + FULL_FOR
   end
   if not self.handover_failed then
     self.handover_failed = true
@@ -433,7 +455,8 @@ function M.new(opts, max_wait)
   if not timer then return nil, err end
   self.timer, self.running = timer, true
   self.wake, self.slot, self.took_over = semaphore.new(), semaphore.new(), semaphore.new()
-  self.waiting, self.peak, self.handovers, self.since, self.gen = 0, 0, 0, 0, 0
+  self.waiting, self.peak, self.handovers, self.since, self.gen, self.took = 0, 0, 0, 0, 0, 0
+  self.timers_full, self.full_until = math.huge, 0 -- (hand_over)
   self.waiters = {} -- the runners left waiting in a callback (w -> true)
   self.exit_functions, self.exit_seq = {}, 0 -- d:at_exit's (handle -> true)
   self.handler = function(e)

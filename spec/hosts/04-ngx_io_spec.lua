@@ -16,7 +16,7 @@ http {
   lua_package_path "@LPATH@;/usr/share/lua/5.1/?.lua;;";
   lua_package_cpath "@CPATH@;;";
   init_worker_by_lua_block {
-    package.loaded.timer = assert(require("hwtimer.ngx").new({ tick = 0.001, exit_max = @EXITMAX@ }, 5))
+    package.loaded.timer = assert(require("hwtimer.ngx").new({ tick = 0.001, exit_max = @EXITMAX@, runner_runs = @RUNS@ }, 5))
     package.loaded.st = { ok = 0, err = 0, late = {}, woke = {}, rounds = 0 }
     package.loaded.small = assert(require("hwtimer.ngx").new({ max_runners = 2,
       on_error = function(err, t, tb) package.loaded.st.errs = (package.loaded.st.errs or 0) + 1
@@ -181,6 +181,30 @@ http {
         ngx.say("scheduled")
       }
     }
+    location = /stream {   # n callbacks due over `span` s, each waiting 1 s; their lateness kept
+      content_by_lua_block {
+        local hwtimer = require("hwtimer")
+        local st, n, span = package.loaded.st, tonumber(ngx.var.arg_n), tonumber(ngx.var.arg_span)
+        local burst = tonumber(ngx.var.arg_burst) or 1
+        st.stream = {}
+        for i = 1, n do
+          package.loaded.timer:schedule(0.05 + span * (i - i % burst) / n, function(t)
+            st.stream[#st.stream + 1] = hwtimer.now() - t:deadline()
+            ngx.sleep(1)
+          end)
+        end
+        ngx.say("scheduled")
+      }
+    }
+    location = /stream_stats {
+      content_by_lua_block {
+        local late = package.loaded.st.stream or {}
+        table.sort(late)
+        local s = package.loaded.timer:stats()
+        ngx.say(#late, " ", late[math.max(1, math.ceil(#late * 0.99))] or -1, " ", late[#late] or -1, " ",
+                s.handovers, " ", ngx.timer.running_count())
+      }
+    }
     location = /beat {   # a periodic callback that waits 1 s in each run
       content_by_lua_block {
         package.loaded.timer:every(0.05, function(t)
@@ -298,11 +322,12 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
 
   local ngx_, redis, port
 
-  local function start(exit_max, max_running)
+  local function start(exit_max, max_running, runner_runs)
     port = N.free_port()
     ngx_ = N.start(N.config(CONF, { PORT = port, PONG = N.free_port(), CLOSED = N.free_port(),
                                    REDIS = redis.port, EXITMAX = exit_max or 10000,
-                                   MAXRUN = max_running or 256, NOFILE = N.nofile() }))
+                                   MAXRUN = max_running or 256, RUNS = runner_runs or 1000,
+                                   NOFILE = N.nofile() }))
     assert(N.wait_listening(port, "/ping"), ngx_.log())
   end
 
@@ -336,6 +361,11 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     assert.equal(s0.err, s.err, "round trips that failed; the first: " .. s.why)
     -- each waits on its own: the 2,000 due over 10 ms overlap by hundreds
     assert.is_true(s.peak >= 100, "callbacks waiting on I/O at once: " .. s.peak)
+    -- 2,000 runners: handed over to fresh dispatchers, each confirmed
+    local handovers = N.numbers(select(2, N.get(port, "/stream_stats")))[4]
+    assert.is_true(handovers >= 1, "handovers: " .. handovers)
+    local log = ngx_.log()
+    assert.is_nil(log:find("cannot hand over", 1, true), log)
   end)
 
   it("runs 500 callbacks that each talk to a real redis-server (lua-resty-redis)", function()
@@ -506,6 +536,32 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     log = ngx_.log()
     assert.matches("beat run ended", log, 1, true)
     assert.is_nil(log:find("beat call exiting=true", 1, true), log)
+  end)
+
+  -- Callbacks that wait keep their timer contexts running: with a steady
+  -- stream of them the handed-over contexts reach lua_max_running_timers,
+  -- and nginx drops each fresh dispatcher after that.
+  it("keeps callbacks on time at lua_max_running_timers: a handover nginx would drop is not tried again and again", function()
+    ngx_.stop()
+    ngx_ = nil
+    start(10000, 4, 50) -- a handover every 50 runners: 80 tried
+    assert.equal(200, (N.get(port, "/stream?n=4000&span=2&burst=200")))
+    local m
+    local limit = socket.gettime() + 10
+    repeat
+      socket.sleep(0.1)
+      m = N.numbers(select(2, N.get(port, "/stream_stats")))
+    until m[1] >= 4000 or socket.gettime() > limit
+    print(string.format("\n    4,000 callbacks waiting 1 s each, 200 due at once every 0.1 s, 4 running timers at most, runner_runs 50: " ..
+      "lateness p99 %.1f ms, max %.1f ms, %d handovers", m[2] * 1e3, m[3] * 1e3, m[4]))
+    local log = ngx_.log()
+    local _, alerts = log:gsub("lua_max_running_timers are not enough", "")
+    print(string.format("    handovers nginx dropped (its alerts): %d", alerts))
+    assert.equal(4000, m[1])
+    assert.is_true(m[2] <= 0.02, "p99 lateness " .. m[2])
+    -- one tried a second, not one every 50 runners (each an alert in error.log)
+    assert.is_true(alerts <= 5, "handovers nginx dropped: " .. alerts)
+    assert.is_nil(log:find("exited on signal", 1, true), log)
   end)
 
   -- Every handed-over context whose callbacks still wait is a running timer:
