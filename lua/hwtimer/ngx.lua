@@ -180,27 +180,27 @@ end
 
 local dispatcher, on_exit
 
--- Hand over to a dispatcher in a fresh ngx.timer; true once it runs. nginx
--- may accept the timer and still not run it: when it fires with
+-- Hand over to a dispatcher in a fresh ngx.timer; true once it has started.
+-- nginx may accept the timer and not run it: when it fires with
 -- lua_max_running_timers running (every handed-over context whose callbacks
--- still wait is one), or no free connection for its context, nginx logs an
--- alert and drops it. A 0 ms timer fires in nginx's first timer pass, before
--- a 2 ms one set in the same pass of the loop (timers expire in key order):
--- so once a 2 ms wait times out, the fresh one has run or never will, and
--- is disowned (the generation moves on: it leaves if it runs later).
--- What decides is self.took, the generation of the newest dispatcher that
--- started (each sets it as it starts), not the semaphore's posts: at or
--- past gen, the fresh one ran. It may be past: a fresh dispatcher may run,
--- work its slice and hand over again in the same timer pass of nginx's
--- loop (its 0 ms timer is due at once), a chain of them before this wait
--- ends.
+-- still wait is one), or with no free connection for its context, nginx
+-- logs an alert and drops it. So this one waits 2 ms for it to start (with
+-- Debian's nginx a 0 ms timer fires before a 2 ms one set in the same pass;
+-- with OpenResty's, whose 0 ms timers wait for the end of the loop's pass,
+-- it may start later), then goes on in place. It stays the fresh one's
+-- generation: if it starts later, it takes over, and this one leaves at its
+-- next turn (dispatcher's loop). self.took is the generation of the newest
+-- dispatcher that started; at or past gen, the fresh one ran: a chain of
+-- them may start and hand over in one pass of nginx's loop (each one's 0 ms
+-- timer is due at once) before this wait ends.
 --
--- The count of running timers at a handover nginx dropped is kept as the
--- bound for a second: until fewer run, no handover is tried (nginx's alert
--- and the 2 ms each) and the dispatcher yields to nginx's loop in place (a
--- 0 ms sleep) instead. After that second it tries again: a bound that was
--- never one (other timers ended meanwhile) does not hold the context for
--- good, which keeps what its light threads allocated until it ends.
+-- The count of running timers at a handover that did not start is kept as
+-- the bound for a second, or until a fresh one starts: until fewer run, no
+-- handover is tried (nginx's alert and the 2 ms each) and the dispatcher
+-- yields to nginx's loop in place (a 0 ms sleep) instead. A bound that was
+-- never one (other timers ended meanwhile) thus holds the context for a
+-- second at most; a context keeps what its light threads allocated until
+-- it ends.
 local running_count = ngx.timer.running_count
 local HANDOVER_WAIT, FULL_FOR = 0.002, 1
 
@@ -222,9 +222,8 @@ local function hand_over(self)
       self.handovers = self.handovers + 1
       return true
     end
-    err = "nginx dropped it, " .. tostring(running) .. " timers running (lua_max_running_timers?);" ..
-          " tried again once fewer run"
-    self.gen = gen + 1
+    err = "it did not start within 2 ms, " .. tostring(running) ..
+          " timers running (lua_max_running_timers?); tried again once fewer run"
     self.timers_full, self.full_until = running or math.huge, now() + FULL_FOR
   end
   if not self.handover_failed then
@@ -278,11 +277,12 @@ end
 function dispatcher(premature, self, gen)
   if premature or gen ~= self.gen then return end -- (the exit timer handles the worker's exit)
   if gen > 0 then
-    self.took = gen
+    self.took, self.timers_full = gen, math.huge
     self.took_over:post(1)
   end
   local runs = 0
-  while self.running and not ngx.worker.exiting() do
+  -- (until a fresh one it handed over to starts late: hand_over)
+  while self.running and not ngx.worker.exiting() and self.took == gen do
     local ok, wait = pcall(wait_ms, self)
     if ok and wait > 0 then ok, wait = pcall(self.timer.wake_arm, self.timer) end
     if not ok then -- the timer was closed behind the glue's back: leave quietly
@@ -290,7 +290,11 @@ function dispatcher(premature, self, gen)
       break
     end
     if wait == false then -- not due already (wake_arm): the waker posts when due
-      self.wake:wait(self.sleep)
+      local woken = self.wake:wait(self.sleep)
+      if woken and self.took ~= gen then -- the wake-up is the fresh one's
+        self.wake:post(1)
+        return
+      end
     else
       local started, sliced = run_due(self)
       runs = runs + started
@@ -305,7 +309,7 @@ function dispatcher(premature, self, gen)
   -- are running (contexts whose callbacks still wait count). Its work is done
   -- here, or the pending callbacks would never be called and the waker would
   -- hold the worker back.
-  if self.running and ngx.worker.exiting() then on_exit(true, self) end
+  if self.running and ngx.worker.exiting() and self.took == gen then on_exit(true, self) end
 end
 
 -- ---- the waker --------------------------------------------------------------------
