@@ -495,6 +495,46 @@ describe("OpenResty: durable jobs in nginx with four workers on " .. engine.name
     assert_no_crash()
   end)
 
+  -- Three generations of workers at once, each old one with handlers
+  -- still waiting, and jobs falling due all along.
+  it("runs each job once across three reloads in a row while handlers wait through them", function()
+    schedule("linger", "relay", 1, 40, 0.05, 0.05) -- 40 jobs due over 2 s, each waiting 1.6 leases
+    local before = ngx_.worker_pids()
+    for _ = 1, 3 do
+      socket.sleep(0.6)
+      assert.is_true(ngx_.signal("reload"))
+      socket.sleep(0.1)
+      note_pids()
+    end
+    local function ended()
+      local n = 0
+      for _, list in pairs(runs_of(redis.port, "relay")) do
+        for _, r in ipairs(list) do
+          if r.extra == "end" then n = n + 1 end
+        end
+      end
+      return n
+    end
+    local limit = socket.gettime() + (LEASE * 1.6 + 15) * SLOW
+    while ended() < 40 and socket.gettime() < limit do socket.sleep(0.05) end
+    socket.sleep(LEASE + 0.5) -- a second run, once a lease had run out, would show by now
+    local by_id = runs_of(redis.port, "relay")
+    assert.equal(40, count(by_id), missing(by_id, "relay", 40))
+    local pids = {}
+    for id, list in pairs(by_id) do
+      local runs = {}
+      for _, r in ipairs(list) do runs[#runs + 1] = string.format("%s in pid %d, attempt %d", r.extra, r.pid, r.attempt) end
+      assert.equal(2, #list, id .. ": " .. table.concat(runs, "; "))
+      assert.same({ "start", "end" }, { list[1].extra, list[2].extra })
+      assert.equal(list[1].pid, list[2].pid, id .. ": " .. table.concat(runs, "; "))
+      pids[list[1].pid] = true
+    end
+    assert.is_true(count(pids) >= 2, "all 40 ran in one worker") -- (old and new generations shared them)
+    assert.equal(0, wait_pending(0, 5))
+    assert.is_nil(N.wait_gone(before, 10 * SLOW), "an old worker is still there 10 s after its handlers ended")
+    assert_no_crash()
+  end)
+
   it("hands the jobs of the old workers to the new ones at nginx -s reload: once each, none early", function()
     schedule("count", "reload", 8, 25, 1.5, 0.002)
     local before = ngx_.worker_pids()
