@@ -4,7 +4,8 @@
 --   local cq = cqueues.new()
 --   local attached = require("hwtimer.cqueues").attach(timer, cq, { on_error = fn })
 --   cq:loop()               -- returns once detached (or the timer closed) and nothing else runs
---   attached.detach()       -- from anywhere, e.g. a callback
+--   attached.detach()       -- from anywhere, e.g. a callback (the callbacks due with
+--                           -- it then wait for the next attachment)
 --
 -- A coroutine on the controller (the attached coroutine) waits with
 -- cqueues.poll(timer, wake): the timer is pollable (pollfd, events, timeout),
@@ -148,6 +149,7 @@ function M.attach(timer, cq, opts)
   local attached = {}
   function attached.detach() -- before the timer closes its descriptor, if it is still open
     self.detached = true
+    self.budget = 0 -- from a callback: the rest of its batch waits for the next attachment
     if usable(timer) then cq:cancel(self.fd) end
     wake:signal()
   end

@@ -217,6 +217,25 @@ describe("hwtimer.cqueues: callbacks may yield to cqueues", function()
     assert.is_true(late >= 0 and late < 0.2, "ran " .. late .. " s late")
   end)
 
+  it("detach() from a callback: the callbacks due with it wait for the next attachment", function()
+    local ran = {}
+    for i = 1, 5 do
+      timer:schedule(0.005, function()
+        ran[#ran + 1] = i
+        if #ran == 1 then attached.detach() end
+      end)
+    end
+    assert(run())
+    assert.equal(1, #ran)
+    assert.equal(4, timer:pending())
+    attached = glue.attach(timer, cq, { on_error = record })
+    finish_when(function() return #ran == 5 end)
+    assert(run())
+    assert.equal(5, #ran)
+    assert.equal(0, timer:pending())
+    assert.same({}, errors)
+  end)
+
   it("an error before or after a yield reaches on_error with the handle and a traceback", function()
     local t1 = timer:schedule(0.005, function() cqueues.sleep(0.01); error("after a yield") end)
     local t2 = timer:schedule(0.005, function() error({ code = 7 }) end)
