@@ -128,10 +128,15 @@ local function take_due(self)
   if self.running then return self.timer:take() end
 end
 
--- The body of a runner (a light thread). A timer closed behind the glue's
--- back makes take raise: the glue stops quietly.
+-- The body of a runner (a light thread). A timer closed or stopped behind
+-- the glue's back makes take raise: the glue stops quietly. On a timer that
+-- still works, take or done raised for a passing reason (out of memory):
+-- the dispatcher logs it, and the due callbacks wait for its next turn.
 local function runner(self, w, next_due, premature)
-  if not pcall(drain, self, w, next_due or take_due, premature) then self.running = false end
+  local ok, err = pcall(drain, self, w, next_due or take_due, premature)
+  if not ok then
+    if driver.usable(self.timer) then self.fault = err else self.running = false end
+  end
   w.done = true
   if w.waited then
     self.waiting = self.waiting - 1
@@ -298,6 +303,11 @@ function dispatcher(premature, self, gen)
     else
       local started, sliced = run_due(self)
       runs = runs + started
+      if self.fault then
+        ngx.log(ngx.ERR, "hwtimer: ", tostring(self.fault), " (the due callbacks wait for the next turn)")
+        self.fault = nil
+        ngx.sleep(0.001) -- (the next turn: not at once, as a fault that lasts would spin)
+      end
       if (sliced or runs >= self.runner_runs) and self.running then
         if hand_over(self) then return end
         runs = 0

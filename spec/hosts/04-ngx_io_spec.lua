@@ -260,6 +260,28 @@ http {
         ngx.say("ok")
       }
     }
+    location = /takefault {   # take raises once (as out of memory would) on a timer still usable
+      content_by_lua_block {
+        local d = assert(require("hwtimer.ngx").new())
+        local raw, failed = d.timer, false
+        d.timer = setmetatable({}, { __index = function(_, k)
+          local f = raw[k]
+          return function(_, ...)
+            if k == "take" and not failed then
+              failed = true
+              error("not enough memory")
+            end
+            return f(raw, ...)
+          end
+        end })
+        local st = package.loaded.st
+        st.faulted = 0
+        for _ = 1, 3 do d:schedule(0.01, function() st.faulted = st.faulted + 1 end) end
+        ngx.sleep(0.2)
+        ngx.say(st.faulted, " ", tostring(failed), " ", d.running and 1 or 0)
+        d:close()
+      }
+    }
     location = /closed {
       content_by_lua_block { ngx.say(package.loaded.st.closed and 1 or 0) }
     }
@@ -424,6 +446,13 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     local log = ngx_.log()
     assert.is_nil(log:find("stopped timer", 1, true), log)
     assert.is_nil(log:find("exited on signal", 1, true), log)
+  end)
+
+  it("goes on after take raised on a usable timer (out of memory): the error logged, the due callbacks run", function()
+    local status, body = N.get(port, "/takefault")
+    assert.equal(200, status)
+    assert.equal("3 true 1\n", body)
+    assert.matches("hwtimer: [^\n]*not enough memory", ngx_.log())
   end)
 
   it("retries a cosocket call that fails twice, then succeeds on the third attempt", function()
