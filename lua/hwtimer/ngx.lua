@@ -105,6 +105,7 @@ local function run_one(self, w, premature, t, ...)
   if not t then return false end
   w.t = t
   call(self, premature, t, ...)
+  w.t = nil
   return true
 end
 
@@ -135,7 +136,12 @@ end
 local function runner(self, w, next_due, premature)
   local ok, err = pcall(drain, self, w, next_due or take_due, premature)
   if not ok then
-    if driver.usable(self.timer) then self.fault = err else self.running = false end
+    if driver.usable(self.timer) then
+      self.fault = err
+      if w.t and not premature then self.undone[w.t] = true end -- done raised: again at the next turn
+    else
+      self.running = false
+    end
   end
   w.done = true
   if w.waited then
@@ -307,6 +313,9 @@ function dispatcher(premature, self, gen)
         ngx.log(ngx.ERR, "hwtimer: ", tostring(self.fault), " (the due callbacks wait for the next turn)")
         self.fault = nil
         ngx.sleep(0.001) -- (the next turn: not at once, as a fault that lasts would spin)
+        for t in pairs(self.undone) do -- a periodic one's next run, a finished one's pins
+          if pcall(self.timer.done, self.timer, t) then self.undone[t] = nil end
+        end
       end
       if (sliced or runs >= self.runner_runs) and self.running then
         if hand_over(self) then return end
@@ -472,6 +481,7 @@ function M.new(opts, max_wait)
   self.waiting, self.peak, self.handovers, self.since, self.gen, self.took = 0, 0, 0, 0, 0, 0
   self.timers_full, self.full_until = math.huge, 0 -- (hand_over)
   self.waiters = {} -- the runners left waiting in a callback (w -> true)
+  self.undone = {} -- taken timeouts whose timer:done raised (t -> true): done again
   self.exit_functions, self.exit_seq = {}, 0 -- d:at_exit's (handle -> true)
   self.handler = function(e)
     self.traceback = debug.traceback(driver.message(e), 2)
