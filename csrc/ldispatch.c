@@ -444,6 +444,9 @@ static int timer_take(lua_State *L)
 	if (hwt_list_empty(&T->local))
 		return 0;
 	n = hwt_container_of(T->local.next, struct hwt_node, link);
+	/* The stack grows (and may fail: out of memory) before the timeout
+	 * leaves the list, not once it is RUNNING and nobody's. */
+	luaL_checkstack(L, NARGS(n) + 4, "too many callback arguments");
 	hwt_list_unlink(&n->link);
 	n->slot = HWT_SLOT_NONE;
 	lhwt_record_fired(T, now - (T->w.origin + (int64_t)n->expires * T->w.tick_ns));
