@@ -157,15 +157,20 @@ end
 -- Run due callbacks in runners until none is due: a runner whose callback
 -- waits is left to it and the next one goes on. Returns how many runners
 -- started and true when the slice is used up. With max_runners callbacks
--- waiting, wait for one to end.
-local function run_due(self, next_due, premature)
+-- waiting, wait for one to end; the dispatcher of generation `gen` leaves
+-- if a fresh one took over meanwhile (hand_over), passing on the slot.
+local function run_due(self, next_due, premature, gen)
   local started = 0
   self.since = now()
   while self.running or premature do
     while self.waiting >= self.max_runners do
       self.slot_wanted = true
-      self.slot:wait(premature and 0.01 or self.max_wait)
+      local got = self.slot:wait(premature and 0.01 or self.max_wait)
       if not (self.running or premature) then return started, false end
+      if gen and self.took ~= gen then -- a fresh dispatcher took over meanwhile: the slot is its
+        if got then self.slot:post(1) end
+        return started, false
+      end
       if premature then -- at worker exit, not past exit_time
         ngx.update_time()
         if ngx.now() >= self.exit_deadline then return started, false end
@@ -208,7 +213,7 @@ local dispatcher, on_exit
 -- The count of running timers at a handover that did not start is kept as
 -- the bound for a second, or until a fresh one starts: until fewer run, no
 -- handover is tried (nginx's alert and the 2 ms each) and the dispatcher
--- yields to nginx's loop in place (a 0 ms sleep) instead. A bound that was
+-- yields to nginx's loop in place (a 1 ms sleep) instead. A bound that was
 -- never one (other timers ended meanwhile) thus holds the context for a
 -- second at most; a context keeps what its light threads allocated until
 -- it ends.
@@ -218,7 +223,7 @@ local HANDOVER_WAIT, FULL_FOR = 0.002, 1
 local function hand_over(self)
   local running = running_count and running_count()
   if running and running >= self.timers_full and now() < self.full_until then
-    ngx.sleep(0)
+    ngx.sleep(0.001) -- (0 logs a warning where nginx lacks OpenResty's delayed-events patch)
     return false
   end
   local gen = self.gen + 1
@@ -307,7 +312,8 @@ function dispatcher(premature, self, gen)
         return
       end
     else
-      local started, sliced = run_due(self)
+      local started, sliced = run_due(self, nil, nil, gen)
+      if self.took ~= gen then return end -- (taken over while it waited for a slot)
       runs = runs + started
       if self.fault then
         ngx.log(ngx.ERR, "hwtimer: ", tostring(self.fault), " (the due callbacks wait for the next turn)")
