@@ -245,7 +245,8 @@ end
 -- would take each one whose lease ran out and run it a second time beside it.
 local function renew_at_exit(self, sleep)
   local step = min(0.1, self._lease / 6)
-  while not self._closed and self._running_jobs > 0 and self._n_held > 0 do
+  -- (and while a claim is under way: its rows go back once it returns)
+  while not self._closed and ((self._running_jobs > 0 and self._n_held > 0) or self._claiming) do
     if self._now() - self._renewed >= self._lease / 3 and not renew(self) then
       self._renewed = self._now() - self._lease / 3 + min(self._lease / 6, 1) -- tried again sooner
     end
@@ -336,6 +337,14 @@ function runs.exit(self, sleep)
   self._stopped = true
   runs.release(self)
   renew_at_exit(self, sleep)
+  -- What the handlers that ended left to write, tried again while the
+  -- store is out of reach (within a lease: past it the jobs run again
+  -- anyway): a job that ran is not run a second time for a failed write.
+  local limit = self._now() + self._lease
+  while not self._gone and (#self._acks > 0 or n_queued(self) > 0) and self._now() < limit do
+    if runs.release(self) then break end
+    if not pcall(sleep, min(0.5, self._lease / 6)) then return end
+  end
 end
 
 local function finish_close(self)
@@ -393,6 +402,11 @@ local function work(t, self)
     if not row then break end
     if not before_start(self) then
       abandon(self, row)
+      break
+    end
+    if self._stopped and not row.lost then -- the worker exited while before_start waited on the store
+      add_ack(self, { what = "release", row = row, now = self._now() })
+      runs.release(self)
       break
     end
     if not row.lost then start(self, row) end -- (the renewal may have found it taken)
@@ -495,6 +509,13 @@ function runs.pass(self, min_cutoff)
     if self._closed then enqueue(self, rows[i]) end
   end
   if self._closed then return runs.close(self) end
+  if self._stopped then -- the worker exited during the claim (runs.exit): back to the store
+    for i = 1, n do
+      hold(self, rows[i])
+      enqueue(self, rows[i])
+    end
+    return runs.release(self)
+  end
   take(self, rows, n)
   if self._rerun or (self._more and n >= self._batch) then
     self._rerun = false
