@@ -252,6 +252,9 @@ function M.parse(data)
   end
   local z, err = read_block(data, h, p, size)
   if not z then return nil, err end
+  -- (the footer's rule holds from the table's last transition, which may
+  -- change only the name or the DST flag: slim files end there)
+  z.table_end = z.list[#z.list] and z.list[#z.list].t
   z.list = offset_changes(z.list, z.first)
   if size == 8 then
     local footer = data:match("^\n([^\n]*)\n", p + block_length(h, 8))
@@ -317,19 +320,37 @@ local function table_segment(z, t)
   return a and a.t, b and b.t, a and a.off or z.first, a and before or nil
 end
 
--- The segment around t (at or after the table's last transition) from the footer rule.
-local function rule_segment(z, t, last)
+-- The footer rule's own segment around t: a, b, off, before.
+local function rule_only(z, t)
   local rule = z.rule
-  if not rule.dst then return last and last.t, nil, rule.std, last and z.last_before end
+  if not rule.dst then return nil, nil, rule.std, nil end
   local y = M.civil_from_days(floor((t + rule.std) / 86400))
   local list = rule_window(z, y)
   local k = search(list, t)
   local a, b = list[k], list[k + 1]
   local off = a and a.off or (list[1] and list[1].before or list.constant)
-  if last and (not a or a.t <= last.t) then -- the segment began at the table's end
-    return last.t, b and b.t, off, z.last_before
-  end
   return a and a.t, b and b.t, off, a and a.before
+end
+
+-- The segment around t, at or after the table's last offset change `last`
+-- (nil: none). The footer rule holds from the table's end (its last
+-- transition, which may change only the name or the DST flag: slim files
+-- end a zone's table there); before it the table's offset does. The two
+-- join into one segment where they agree.
+local function rule_segment(z, t, last)
+  local edge, table_off = z.table_end, last and last.off or z.first
+  local last_t, last_before = last and last.t, last and z.last_before
+  if edge and t < edge then
+    local _, b, off = rule_only(z, edge)
+    if off == table_off then return last_t, b, table_off, last_before end
+    return last_t, edge, table_off, last_before
+  end
+  local a, b, off, before = rule_only(z, t)
+  if edge and (not a or a <= edge) then -- the rule's segment began before the table's end
+    if off == table_off then return last_t, b, off, last_before end
+    return edge, b, off, table_off
+  end
+  return a, b, off, before
 end
 
 --- The offset segment around epoch second t: a, b, off, before. `off` (seconds
