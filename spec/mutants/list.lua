@@ -539,7 +539,7 @@ return {
   { name = "nginx glue: a passing error of take (out of memory) stops the glue for good",
     file = "lua/hwtimer/ngx.lua", lua = "jit", specs = { "spec/hosts/04-ngx_io_spec.lua" },
     filter = { "goes on after take raised" },
-    from = "    if driver.usable(self.timer) then self.fault = err else", to = "    if false then self.fault = err else" },
+    from = "    if driver.usable(self.timer) then\n      self.fault = err", to = "    if false then\n      self.fault = err" },
   { name = "nginx glue: a taken timeout whose done raised (out of memory) is left running: a periodic one stops",
     file = "lua/hwtimer/ngx.lua", lua = "jit", specs = { "spec/hosts/04-ngx_io_spec.lua" },
     filter = { "goes on after done raised" },
