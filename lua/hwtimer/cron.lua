@@ -100,9 +100,12 @@ local function item(f, text, set)
     end
   end
   for v = lo, hi, s do set[v] = true end
-  local norm = base == "*" and "*" or (lo == hi and tostring(lo) or lo .. "-" .. hi)
+  -- (a step past the range's end leaves one value: written alone, as 5-5/10
+  -- or 7/1 in day of week would read back as something else)
+  local one = base ~= "*" and (lo == hi or s > hi - lo)
+  local norm = base == "*" and "*" or ((lo == hi or one) and tostring(lo) or lo .. "-" .. hi)
   if f == DOW and norm == "7" then norm = "0" end
-  return step and norm .. "/" .. s or norm
+  return (step and not one) and norm .. "/" .. s or norm
 end
 
 -- The lookup arrays of a set: nxt[v] is the smallest allowed value >= v, and

@@ -19,6 +19,17 @@ describe("cron.parse", function()
     assert.equal("0,15,30-35 1-5 1,15 1-6/2 *", norm("0,15,30-35 1-5 1,15 1-6/2 *"))
     assert.equal("5 4 * * *", norm("  5\t4  *   * *  "))
     assert.equal("0 0 1 1 *", norm("00 000 01 1 *"))
+    -- a step past the range's end: the one value it leaves
+    assert.equal("5 * * * *", norm("5-5/10 * * * *"))
+    assert.equal("0 * * * *", norm("0-59/100000000000000000000 * * * *"))
+    assert.equal("59 * * * *", norm("59/10 * * * *"))
+    assert.equal("0 0 * * 0", norm("0 0 * * 7/1"))
+    for _, expr in ipairs({ "5-5/10 * * * *", "0 0 * * 7/1", "0-59/100000000000000000000 * * * *" }) do
+      local c = assert(cron.parse(expr))
+      local again = assert(cron.parse(norm(expr)))
+      assert.equal(c:next(1.7e9), again:next(1.7e9), expr) -- it reads back as the same schedule
+      assert.equal(c:next(c:next(1.7e9)), again:next(again:next(1.7e9)), expr)
+    end
   end)
 
   it("reads month and day names in any case; day of week 7 is Sunday", function()
