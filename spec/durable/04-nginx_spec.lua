@@ -457,6 +457,38 @@ describe("OpenResty: durable jobs in nginx with four workers on " .. engine.name
     assert_no_crash()
   end)
 
+  -- How many runs of the jobs tagged `tag` wrote their end.
+  local function ends_of(tag)
+    local n = 0
+    for _, list in pairs(runs_of(redis.port, tag)) do
+      for _, r in ipairs(list) do
+        if r.extra == "end" then n = n + 1 end
+      end
+    end
+    return n
+  end
+
+  -- Wait up to `secs` for `n` ends of the "linger" jobs tagged `tag`, and a
+  -- lease more (a second run, once a lease had run out, would show by
+  -- then): each job ran once, its start and end in one worker. Their runs by id.
+  local function assert_lingered_once(tag, n, secs)
+    local limit = socket.gettime() + secs * SLOW
+    while ends_of(tag) < n and socket.gettime() < limit do socket.sleep(0.05) end
+    assert.equal(n, ends_of(tag), missing(runs_of(redis.port, tag), tag, n))
+    socket.sleep(LEASE + 0.5)
+    local by_id = runs_of(redis.port, tag)
+    assert.equal(n, count(by_id), missing(by_id, tag, n))
+    for id, list in pairs(by_id) do
+      local runs = {}
+      for _, r in ipairs(list) do runs[#runs + 1] = string.format("%s in pid %d, attempt %d", r.extra, r.pid, r.attempt) end
+      local said = id .. ": " .. table.concat(runs, "; ")
+      assert.equal(2, #list, said)
+      assert.same({ "start", "end" }, { list[1].extra, list[2].extra })
+      assert.equal(list[1].pid, list[2].pid, said)
+    end
+    return by_id
+  end
+
   -- At a reload the old worker stops its timer while these handlers wait:
   -- the renewals that kept their leases were timeouts of that timer.
   it("keeps the leases of handlers still waiting at nginx -s reload: each job runs once, to its end, in the old worker", function()
@@ -469,26 +501,9 @@ describe("OpenResty: durable jobs in nginx with four workers on " .. engine.name
     assert.is_true(ngx_.signal("reload"))
     socket.sleep(0.2)
     note_pids()
-    local function ends()
-      local n = 0
-      for _, list in pairs(runs_of(redis.port, "linger")) do
-        for _, r in ipairs(list) do
-          if r.extra == "end" then n = n + 1 end
-        end
-      end
-      return n
-    end
-    local limit = socket.gettime() + (LEASE * 1.6 + 10) * SLOW
-    while ends() < 4 and socket.gettime() < limit do socket.sleep(0.05) end
-    assert.equal(4, ends(), missing(runs_of(redis.port, "linger"), "linger", 4))
-    socket.sleep(LEASE + 0.5) -- a second run, once a lease had run out, would show by now
-    by_id = runs_of(redis.port, "linger")
+    by_id = assert_lingered_once("linger", 4, LEASE * 1.6 + 10)
     for id, list in pairs(by_id) do
-      local runs = {}
-      for _, r in ipairs(list) do runs[#runs + 1] = string.format("%s in pid %d, attempt %d", r.extra, r.pid, r.attempt) end
-      assert.equal(2, #list, id .. ": " .. table.concat(runs, "; "))
-      assert.same({ "start", "end" }, { list[1].extra, list[2].extra })
-      assert.is_true(old[list[1].pid] and list[2].pid == list[1].pid, id .. ": " .. table.concat(runs, "; "))
+      assert.is_true(old[list[1].pid], id .. " ran in a new worker")
     end
     assert.equal(0, wait_pending(0, 5))
     assert.is_nil(N.wait_gone(before, 10 * SLOW), "an old worker is still there 10 s after its handlers ended")
@@ -506,29 +521,8 @@ describe("OpenResty: durable jobs in nginx with four workers on " .. engine.name
       socket.sleep(0.1)
       note_pids()
     end
-    local function ended()
-      local n = 0
-      for _, list in pairs(runs_of(redis.port, "relay")) do
-        for _, r in ipairs(list) do
-          if r.extra == "end" then n = n + 1 end
-        end
-      end
-      return n
-    end
-    local limit = socket.gettime() + (LEASE * 1.6 + 15) * SLOW
-    while ended() < 40 and socket.gettime() < limit do socket.sleep(0.05) end
-    socket.sleep(LEASE + 0.5) -- a second run, once a lease had run out, would show by now
-    local by_id = runs_of(redis.port, "relay")
-    assert.equal(40, count(by_id), missing(by_id, "relay", 40))
     local pids = {}
-    for id, list in pairs(by_id) do
-      local runs = {}
-      for _, r in ipairs(list) do runs[#runs + 1] = string.format("%s in pid %d, attempt %d", r.extra, r.pid, r.attempt) end
-      assert.equal(2, #list, id .. ": " .. table.concat(runs, "; "))
-      assert.same({ "start", "end" }, { list[1].extra, list[2].extra })
-      assert.equal(list[1].pid, list[2].pid, id .. ": " .. table.concat(runs, "; "))
-      pids[list[1].pid] = true
-    end
+    for _, list in pairs(assert_lingered_once("relay", 40, LEASE * 1.6 + 15)) do pids[list[1].pid] = true end
     assert.is_true(count(pids) >= 2, "all 40 ran in one worker") -- (old and new generations shared them)
     assert.equal(0, wait_pending(0, 5))
     assert.is_nil(N.wait_gone(before, 10 * SLOW), "an old worker is still there 10 s after its handlers ended")
