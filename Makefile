@@ -253,11 +253,14 @@ check-fuzz:
 	[ -n "$$runs" ] || { echo "check-fuzz: no 'Done N runs' line in $$log"; exit 1; }; \
 	echo "check-fuzz: $$runs runs in $(FUZZ_SECONDS) s, no failure"; echo "1 passed, 0 failed"
 
-# A Lua host whose allocator fails at every point of a script, in turn.
+# A Lua host whose allocator fails at every point of a script, in turn:
+# from there on (the script ends with an error, nothing leaks), and that one
+# alone (the script goes on, and every timeout it had accepted runs once).
 check-failalloc: $(MODULE)
 	$(CC) -std=c99 $(SAN_FLAGS) -fsanitize=address,undefined -I$(LUA_INCDIR) -o $(CBUILD)/failalloc \
 	  csrc/test/failalloc.c -llua$(LUA_VERSION)
 	LUA_PATH='lua/?.lua;;' LUA_CPATH='$(BUILD)/?.so;;' $(CBUILD)/failalloc csrc/test/failalloc.lua 5000
+	LUA_PATH='lua/?.lua;;' LUA_CPATH='$(BUILD)/?.so;;' $(CBUILD)/failalloc csrc/test/failalloc_once.lua 20000 once
 
 # The sanitizer a build/asan or build/tsan target asks for (expanded per target).
 SAN_FOR = $(if $(findstring asan,$@),-fsanitize=address$(,)undefined -fno-sanitize-recover=undefined,-fsanitize=thread)
