@@ -2,6 +2,7 @@
  * ltimer.c: the timer object: schedule and every (armed by larm.c), stop and
  * close, the queries, tostring. (lbase.h describes the binding's state.)
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,7 +84,11 @@ static int timer_stop(lua_State *L)
 {
 	struct timer *T = lhwt_to_timer(L, 1);
 	lua_settop(L, 1);
-	lua_newtable(L);
+	/* The list is made as long as it can get before anything stops (every
+	 * timeout it may hold is pending): filling it then allocates nothing,
+	 * so a memory error cannot leave the timeouts half collected, in no
+	 * list, and the worker running. */
+	lua_createtable(L, T->stopped ? 0 : (int)(T->pending < INT_MAX ? T->pending : INT_MAX), 0);
 	stop_timer(L, T, 2);
 	return 1;
 }

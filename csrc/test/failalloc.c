@@ -6,7 +6,8 @@
  *
  * usage: failalloc SCRIPT [max-N] [once]   (LUA_PATH/LUA_CPATH find the module)
  *
- * With "once" only the N-th allocation fails, as a passing shortage would:
+ * With "once" only the N-th allocation fails (with Lua's retry of it), as a
+ * passing shortage would:
  * the script catches what it can and goes on, and must then complete, its
  * own checks passing, unless the failure hit outside its protected calls.
  */
@@ -35,7 +36,10 @@ static void *failing_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 		free(ptr);
 		return NULL;
 	}
-	if (b->fail_at && nsize > osize && (b->once ? ++b->allocs == b->fail_at : ++b->allocs >= b->fail_at)) {
+	/* (once: that one and the next, which is Lua's retry of it after an
+	 * emergency collection: the first alone never reaches the script) */
+	if (b->fail_at && nsize > osize &&
+	    (b->once ? ++b->allocs - b->fail_at == 0 || b->allocs - b->fail_at == 1 : ++b->allocs >= b->fail_at)) {
 		b->failed = 1;
 		return NULL;
 	}
