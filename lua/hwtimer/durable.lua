@@ -66,6 +66,9 @@ local function shown(v)
 end
 
 local function finite(v) return type(v) == "number" and v == v and v > -huge and v < huge end
+-- The due times a store holds: up to the year 2255 either way, whole
+-- microseconds below 2^53 (what a Redis score, a double, keeps exactly).
+local EPOCH_MAX = 9e9
 local function positive(v) return finite(v) and v > 0 end
 local function seconds(v) return finite(v) and v >= 0 and v <= 1e9 end
 local function span(v) return finite(v) and v > 0 and v <= 1e9 end
@@ -304,8 +307,8 @@ end
 --- id, err = q:schedule(kind, delay, [payload], [opts])
 function Queue:schedule(kind, delay, payload, opts)
   if type(self) ~= "table" or self._closed ~= false then live(self, "schedule") end -- live(), inline
-  if type(delay) ~= "number" or not (delay > -huge and delay <= 1e9) then -- NaN fails too
-    argerror(2, "schedule", "finite number of seconds up to 1e9 expected, got " ..
+  if type(delay) ~= "number" or not (delay >= -1e9 and delay <= 1e9) then -- NaN fails too
+    argerror(2, "schedule", "number of seconds from -1e9 to 1e9 expected, got " ..
       shown(delay))
   end
   -- The usual call (a kind, maybe a payload, no options, no batch open)
@@ -327,8 +330,8 @@ end
 --- id, err = q:at(kind, epoch_seconds, [payload], [opts])
 function Queue:at(kind, when, payload, opts)
   live(self, "at")
-  if not finite(when) then
-    argerror(2, "at", "finite number expected, got " .. shown(when))
+  if not (finite(when) and when >= -EPOCH_MAX and when <= EPOCH_MAX) then
+    argerror(2, "at", "epoch seconds from -9e9 to 9e9 expected, got " .. shown(when))
   end
   return put(self, kind, when, false, payload, common("at", kind, payload, opts, ID_ONLY))
 end

@@ -108,6 +108,10 @@ local function ready_add(kind, list)
     if c.width > 1 and c.jobs >= SLOT_MAX then
       split_slot(ik, c, tonumber(list[i]))
       last_slot[kind] = nil
+    elseif i == from then
+      -- (a time past 2^53 us makes a slot of width 0, which holds nothing:
+      -- the front refuses those; this never spins on one)
+      error("hwtimer.durable: ready time " .. tostring(list[i]) .. " out of range")
     end
   end
 end

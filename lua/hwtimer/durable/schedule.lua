@@ -99,14 +99,14 @@ end
 
 local function finite(v) return type(v) == "number" and v == v and v > -huge and v < huge end
 local function span(v) return finite(v) and v > 0 and v <= 1e9 end
--- (the range hwtimer.cron computes in)
-local function epoch(v) return finite(v) and v >= -1e15 and v <= 1e15 end
+-- (the due times a store holds: hwtimer.durable's q:at)
+local function epoch(v) return finite(v) and v >= -9e9 and v <= 9e9 end
 
 -- q:every's options besides `id`: name = { test, what is expected }.
 local OPTIONS = {
   tz = { function(v) return type(v) == "string" and #v > 0 end, "non-empty string" },
-  start = { epoch, "epoch seconds from -1e15 to 1e15" },
-  stop = { epoch, "epoch seconds from -1e15 to 1e15" },
+  start = { epoch, "epoch seconds from -9e9 to 9e9" },
+  stop = { epoch, "epoch seconds from -9e9 to 9e9" },
   limit = { function(v) return finite(v) and v >= 1 and v == floor(v) end, "positive integer" },
   missed = { function(v) return M.POLICIES[v] == true end, "'skip', 'once' or 'all'" },
   window = { span, "number of seconds from 0 (excluded) to 1e9" },
