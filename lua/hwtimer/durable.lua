@@ -156,9 +156,11 @@ local load, unload, soon, load_all = window.load, window.unload, window.soon, wi
 local settle = runs.settle
 
 -- Every timeout of the queue's: its window's, the acknowledgements', the renewals'.
-local function cancel_timeouts(self)
+-- (the renewer stays while handlers run, when `keep_renewer`: runs.close's
+-- end cancels it)
+local function cancel_timeouts(self, keep_renewer)
   window.close(self)
-  for _, t in ipairs({ self._flush or false, self._renewer or false }) do
+  for _, t in ipairs({ self._flush or false, not keep_renewer and self._renewer or false }) do
     if t then pcall(t.cancel, t) end
   end
 end
@@ -551,7 +553,7 @@ end
 function Queue:close()
   if self._closed then return end
   self._closed = true
-  cancel_timeouts(self)
+  cancel_timeouts(self, true) -- (the handlers still running keep their leases)
   runs.close(self)
 end
 

@@ -99,6 +99,27 @@ return function(env)
       assert.equal(0, q:pending())
     end)
 
+    it("keeps the leases of handlers still running after q:close(): another process does not run their jobs", function()
+      local q = assert(env.open({ concurrency = 2, sweep = 60, lease = 0.5 }))
+      local runs, ended = {}, false
+      q:handle("k", function(job)
+        runs[#runs + 1] = "closed:" .. job.id
+        cqueues.sleep(0.05)
+        q:close()            -- a graceful shutdown, the handler still at work
+        cqueues.sleep(1.5)   -- three leases
+        ended = true
+      end)
+      due_now(q, 1)
+      -- another process: a queue of its own owner on the same store, sweeping often
+      local other = assert(env.open({ sweep = 0.05, lease = 0.5 }))
+      other:handle("k", function(job) runs[#runs + 1] = "other:" .. job.id end)
+      on_cqueues(function() return ended end)
+      other:close()
+      assert.same({ "closed:j1" }, runs)
+      local engine = durable.engine(assert(env.open({ sweep = 60 })))
+      assert.is_nil(engine:get("j1"), "j1 was not acknowledged once its handler returned")
+    end)
+
     it("claims only as many due jobs as there are free workers: the rest stay for any process", function()
       local q = assert(env.open({ concurrency = 2, sweep = 60 }))
       local engine, leased_at_start, ran = durable.engine(q), nil, 0

@@ -489,6 +489,10 @@ return {
     filter = { "detach() from a callback" },
     from = "    self.budget = 0 -- from a callback", to = "    -- from a callback" },
 
+  { name = "durable: q:close() cancels the renewer while handlers still run (another process runs their jobs)",
+    file = "lua/hwtimer/durable.lua", lua = "5.4", specs = { "spec/durable/01-sqlite_spec.lua" },
+    filter = { "after q:close()" },
+    from = "  cancel_timeouts(self, true) -- (the handlers", to = "  cancel_timeouts(self, false) -- (the handlers" },
   { name = "tzif: the footer's rule holds from the table's last offset change, not its last transition (slim files)",
     file = "lua/hwtimer/tzif.lua", lua = "5.4", specs = { "spec/cron/05-zones_spec.lua" },
     filter = { "reads slim zone files" },

@@ -225,8 +225,11 @@ end
 local function renew_tick(t, self)
   self._renewer = nil
   -- (called cancelled: the timer stopped; at an nginx worker's exit
-  -- runs.exit keeps the leases)
-  if self._closed or self._n_held == 0 or cancelled(t) then return end
+  -- runs.exit keeps the leases. Once closed, while handlers still run:
+  -- their jobs stay leased until they return, or another process would
+  -- run them beside them)
+  if self._gone or self._n_held == 0 or cancelled(t) then return end
+  if self._closed and self._running_jobs == 0 then return end
   local delay = self._lease / 3
   if self._now() - self._renewed >= delay and not self._batching then
     local wait = window.down(self)
@@ -246,7 +249,7 @@ end
 local function renew_at_exit(self, sleep)
   local step = min(0.1, self._lease / 6)
   -- (and while a claim is under way: its rows go back once it returns)
-  while not self._closed and ((self._running_jobs > 0 and self._n_held > 0) or self._claiming) do
+  while not self._gone and ((self._running_jobs > 0 and self._n_held > 0) or self._claiming) do
     if self._now() - self._renewed >= self._lease / 3 and not renew(self) then
       self._renewed = self._now() - self._lease / 3 + min(self._lease / 6, 1) -- tried again sooner
     end
@@ -351,6 +354,7 @@ local function finish_close(self)
   if self._gone then return end
   self._gone = true
   if self._exit_function then self._exit_function:cancel() end
+  if self._renewer then pcall(self._renewer.cancel, self._renewer) end
   runs.flush(self)
   self._engine:close()
 end
