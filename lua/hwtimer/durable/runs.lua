@@ -56,7 +56,14 @@ end
 
 --- A cancelled job the queue holds and has not started is not started:
 -- a cancel that returned true holds (one running now finishes its run).
+-- So is one the claim under way brings (where a claim yields, as with
+-- Redis in nginx: the store leased it to this process, then the cancel
+-- deleted it, and the claim's reply comes after the cancel's).
 function runs.skip(self, id)
+  if self._claiming then
+    self._cancelled_in_claim = self._cancelled_in_claim or {}
+    self._cancelled_in_claim[id] = true
+  end
   local q = self._queued
   for i = self._qhead, self._qtail do
     local row = q[i]
@@ -433,6 +440,15 @@ end
 -- The pass
 ---------------------------------------------------------------------------
 
+-- The rows whose id is not in `gone`, and how many.
+local function without(rows, n, gone)
+  local kept = {}
+  for i = 1, n do
+    if not gone[rows[i].id] then kept[#kept + 1] = rows[i] end
+  end
+  return kept, #kept
+end
+
 local function by_due(a, b)
   if a.due ~= b.due then return a.due < b.due end
   return a.key < b.key
@@ -503,12 +519,17 @@ function runs.pass(self, min_cutoff)
   self._claiming = true
   local rows, n = claim(self, cutoff, limit)
   self._claiming = false
+  local claimed, gone = n, self._cancelled_in_claim
+  if gone then -- (runs.skip)
+    self._cancelled_in_claim = nil
+    if rows then rows, n = without(rows, n, gone) end
+  end
   if not rows then
     report(self, "claim: " .. tostring(n))
     if self._closed then return runs.close(self) end
     return soon(self, window.failed(self))
   end
-  self._more = n >= limit
+  self._more = claimed >= limit
   for i = 1, n do -- (queued, so that a close meanwhile hands them back)
     if self._closed then enqueue(self, rows[i]) end
   end
@@ -521,7 +542,7 @@ function runs.pass(self, min_cutoff)
     return runs.release(self)
   end
   take(self, rows, n)
-  if self._rerun or (self._more and n >= self._batch) then
+  if self._rerun or (self._more and claimed >= self._batch) then
     self._rerun = false
     soon(self)
   end
