@@ -492,7 +492,7 @@ local function open(o)
     local f, err = io.open(o.path, "rb")
     if not f then return nil, err .. " (hwtimer-jobs opens a store, never makes one)" end
     f:close()
-    opts.path = o.path
+    opts.path, opts.existing = o.path, true
   else
     local client, err = redis_client(o)
     if not client then return nil, err end
@@ -743,7 +743,12 @@ function M.main(argv, out, err)
     err:write("hwtimer-jobs: ", printable(bare(value), true), "\n")
     return 1
   end
-  out:write(o.json and json.encode(value) .. "\n" or shown)
+  local wrote, werr = out:write(o.json and json.encode(value) .. "\n" or shown)
+  if wrote then wrote, werr = out:flush() end
+  if not wrote then -- (a full disk, a closed pipe: a reader must not take a part for the whole)
+    err:write("hwtimer-jobs: cannot write the output: ", tostring(werr), "\n")
+    return 1
+  end
   return 0
 end
 

@@ -111,17 +111,10 @@ describe("hwtimer.durable", function()
       assert.equal("hwtimer.durable: " .. path .. ": store format 7, this module reads 2", err)
     end)
 
-    -- Format 1's table, and two statements of a process of format 1, as
-    -- hwtimer.durable wrote them before schedules (format 2).
-    local FORMAT_1 = [[
-CREATE TABLE hwtimer_jobs (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, id TEXT NOT NULL, kind TEXT NOT NULL,
-  payload BLOB, due REAL NOT NULL, ready REAL NOT NULL, every REAL, attempt INTEGER NOT NULL DEFAULT 0,
-  owner TEXT, dead INTEGER NOT NULL DEFAULT 0, error TEXT);
-CREATE UNIQUE INDEX hwtimer_jobs_id ON hwtimer_jobs (queue, id);
-CREATE INDEX hwtimer_jobs_ready ON hwtimer_jobs (queue, ready) WHERE dead = 0;
-PRAGMA application_id = 1213682756; PRAGMA user_version = 1;
-]]
+    -- Format 1's table (spec/durable/format_1.lua), and two statements of a
+    -- process of format 1, as hwtimer.durable wrote them before schedules
+    -- (format 2).
+    local FORMAT_1 = require("spec.durable.format_1")
     local CLAIM_1 = [[UPDATE hwtimer_jobs SET ready = ?3, owner = ?4, attempt = attempt + 1
       WHERE seq IN (SELECT seq FROM hwtimer_jobs WHERE queue = ?1 AND dead = 0 AND ready <= ?2
                     AND kind IN (SELECT kind FROM temp.hwtimer_handled) ORDER BY ready LIMIT ?5)

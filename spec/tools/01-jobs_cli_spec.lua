@@ -606,6 +606,43 @@ describe("hwtimer-jobs", function()
       assert.equal("hwtimer-jobs: " .. TMP .. "/text.db: file is not a database\n", err)
     end)
 
+    -- Beside live processes the tool changes no store's format: a file made
+    -- a store, or a store upgraded, would shut them out.
+    it("neither makes a store in an empty file nor upgrades one of format 1, exit 1", function()
+      local empty = TMP .. "/empty.db"
+      assert(io.open(empty, "wb")):close()
+      assert.same({ "", "hwtimer-jobs: " .. empty .. ": not a hwtimer.durable store (it is empty, or holds " ..
+        "other tables)\n", 1 }, { jobs({ "--path", empty, "counts" }) })
+      assert.equal("", helpers.read_file(empty))
+      local old = TMP .. "/format1.db"
+      os.remove(old)
+      local db = assert(require("hwtimer.sqlite").open(old))
+      assert(db:exec(require("spec.durable.format_1")))
+      db:close()
+      local out, err, status = jobs({ "--path", old, "counts" })
+      assert.same({ "", 1 }, { out, status })
+      assert.matches("store format 1: the processes of this version upgrade it", err, 1, true)
+      db = assert(require("hwtimer.sqlite").open(old))
+      local st = assert(db:prepare("PRAGMA user_version"))
+      assert.equal(1, st:first())
+      st:finalize()
+      db:close()
+    end)
+
+    it("exits 1 when its output cannot be written (a full disk), saying so", function()
+      if not io.open("/dev/full", "wb") then return pending("no /dev/full") end
+      os.execute("rm -f " .. sq(TMP) .. "/full.db*")
+      local d = assert(require("hwtimer.durable").open(require("hwtimer").new(), { path = TMP .. "/full.db" }))
+      assert(d:schedule("k", 60, string.rep("x", 100)))
+      d:close()
+      local p = assert(io.popen(COMMAND .. " --path " .. sq(TMP .. "/full.db") .. " --json ls >/dev/full 2>" ..
+        sq(TMP .. "/err") .. "; echo $?"))
+      local status = tonumber(p:read("*a"))
+      p:close()
+      assert.equal(1, status)
+      assert.matches("^hwtimer%-jobs: cannot write the output: ", helpers.read_file(TMP .. "/err"))
+    end)
+
     it("says which rock is missing where hwtimer.sqlite is not installed, exit 1", function()
       -- (the script run by this Lua, on a C path that holds hwtimer.core alone)
       local core = package.searchpath and package.searchpath("hwtimer.core", package.cpath)

@@ -22,6 +22,10 @@ Engine.OPTIONS = {
   sync = { "normal", function(v) return v == "normal" or v == "full" end, "'normal' or 'full'" },
   busy_timeout = { 5, function(v) return type(v) == "number" and v >= 0 and v <= 86400 end,
                    "number of seconds from 0 to 86400" },
+  -- true: open only a store that is there, in this module's format (make
+  -- none in an empty file, upgrade none): hwtimer-jobs beside live
+  -- processes, which an upgrade would shut out of their store
+  existing = { false, function(v) return type(v) == "boolean" end, "boolean" },
 }
 
 local APP_ID = 1213682756 -- "HWTD": PRAGMA application_id of a store
@@ -257,13 +261,17 @@ local function upgrade(db, path)
   return true
 end
 
--- Check that the file is ours (or empty, then make it ours).
-local function prepare_store(db, path)
+-- Check that the file is ours (or empty, then make it ours, unless only
+-- an `existing` store may be opened).
+local function prepare_store(db, path, existing)
   local st, err = db:prepare("PRAGMA application_id")
   if not st then return refuse(db, path, err) end
   local app = st:first()
   if app == nil then return refuse(db, path, db:errmsg()) end
   st:finalize()
+  if app == 0 and existing then
+    return refuse(db, path, "not a hwtimer.durable store (it is empty, or holds other tables)")
+  end
   if app == 0 then
     local ok
     ok, err = db:exec("BEGIN IMMEDIATE")
@@ -292,6 +300,10 @@ local function prepare_store(db, path)
   st = db:prepare("PRAGMA user_version")
   local version = st:first()
   st:finalize()
+  if version == 1 and existing then
+    return refuse(db, path, "store format 1: the processes of this version upgrade it when they open it "
+      .. "(the older ones still using it would be shut out)")
+  end
   if version == 1 then return upgrade(db, path) end
   if version ~= FORMAT then
     return refuse(db, path, "store format " .. tostring(version) .. ", this module reads " .. FORMAT)
@@ -304,7 +316,7 @@ local function connect(o)
   if not db then return nil, "hwtimer.durable: " .. o.path .. ": " .. explained(o.path, err) end
   db:busy_timeout(o.busy_timeout)
   local ok
-  ok, err = prepare_store(db, o.path) -- before anything writes to a file that may not be ours
+  ok, err = prepare_store(db, o.path, o.existing) -- before anything writes to a file that may not be ours
   if not ok then return nil, err end
   ok, err = db:exec("PRAGMA journal_mode = WAL")
   if not ok then return refuse(db, o.path, err) end
