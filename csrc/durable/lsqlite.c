@@ -246,13 +246,14 @@ static int bind_one(lua_State *L, sqlite3_stmt *s, int i, int idx, sqlite3_destr
 			return sqlite3_bind_int64(s, i, (sqlite3_int64)lua_tointeger(L, idx));
 #endif
 		n = lua_tonumber(L, idx);
-		if (n == (lua_Number)(sqlite3_int64)n && n > -9e15 && n < 9e15)
+		if (n > -9e15 && n < 9e15 && n == (lua_Number)(sqlite3_int64)n) /* (range first: the cast) */
 			return sqlite3_bind_int64(s, i, (sqlite3_int64)n);
 		return sqlite3_bind_double(s, i, n);
 	}
 	case LUA_TSTRING:
 		p = lua_tolstring(L, idx, &len);
-		return sqlite3_bind_text(s, i, p, (int)len, keep);
+		/* 64-bit length: past INT_MAX an int would wrap (SQLITE_TOOBIG instead) */
+		return sqlite3_bind_text64(s, i, p, (sqlite3_uint64)len, keep, SQLITE_UTF8);
 	default:
 		sqlite3_clear_bindings(s); /* none may point into a string that goes with the error */
 		return luaL_argerror(L, idx, lua_pushfstring(L, "nil, boolean, number or string expected, got %s",
