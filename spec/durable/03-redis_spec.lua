@@ -648,6 +648,20 @@ describe("hwtimer.durable with Redis", function()
   end)
 
   describe("faults", function()
+    -- What was lost is lost (docs/durable-redis.md); what comes after must
+    -- not lock out the processes that start next.
+    it("opens again after Redis lost the store's keys under a running process (FLUSHALL, a restart empty)", function()
+      q = assert(open())
+      assert(q:schedule("k", 60, "before"))
+      client:flushall()
+      assert(q:schedule("k", 60, "after", { id = "after" }))
+      assert.equal(1, q:pending())
+      local q2, err = open()
+      assert.truthy(q2, err)
+      assert.equal(1, q2:pending())
+      assert.equal("after", q2:get("after").payload)
+    end)
+
     it("loads its scripts again after SCRIPT FLUSH, losing nothing", function()
       q = assert(open())
       local ran = {}

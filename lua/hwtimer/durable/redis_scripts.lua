@@ -255,7 +255,15 @@ local function jdel(id)
 end
 -- META's counts, when they changed
 local function write_counts()
-  if counted then redis.call('HSET', META, 'jobs', jobs, 'hashed', hashed) end
+  if counted then
+    redis.call('HSET', META, 'jobs', jobs, 'hashed', hashed)
+    -- (the store's keys lost under running processes, a Redis restarted
+    -- empty, whose scripts made them again: a store again, which the next
+    -- process opens, not keys of "another program")
+    if redis.call('HSETNX', META, 'app', 'hwtimer.durable') == 1 then
+      redis.call('HSET', META, 'format', ']] .. S.FORMAT .. [[', 'buckets', buckets)
+    end
+  end
   counted = nil
 end
 -- Every script that adds or deletes jobs ends with this: the count is
