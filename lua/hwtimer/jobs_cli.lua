@@ -582,7 +582,10 @@ end
 -- A shell word: quoted where it has more than letters, digits and ._/:=@%+-.
 local function shell_word(s)
   if s:match("^[%w._/:=@%%+-]+$") then return s end
-  return "'" .. s:gsub("'", "'\\''") .. "'"
+  if not s:find("[%c\127]") then return "'" .. s:gsub("'", "'\\''") .. "'" end
+  -- control bytes (an id of escape sequences): bash's $'...' with every
+  -- byte past ASCII's printable ones as \xHH, written as text and pasted back as they were
+  return "$'" .. s:gsub("[^ -&(-%[%]-~]", function(c) return string.format("\\x%02X", c:byte()) end) .. "'"
 end
 
 local text = {}

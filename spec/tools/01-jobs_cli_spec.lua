@@ -565,6 +565,22 @@ describe("hwtimer-jobs", function()
       assert.same({ "", usage_error("unknown option -x"), 2 }, { cli("show", "-x") })
       assert.equal("id       -x", lines(cli("show", "--", "-x"))[1])
       assert.is_nil(json_of(cli("--json", "show", "--", "-x")).payload_base64) -- UTF-8: no base64
+      -- the next page's cursor, of an id of escape sequences: written
+      -- escaped, as bash reads it back
+      assert(q:schedule("k", 61, "e", { id = "esc\27[31m\7'\\\n" }))
+      assert(q:schedule("k", 62, "z", { id = "zz" }))
+      local text = cli("ls", "--limit", "3")
+      assert.is_nil(text:find("[\1-\9\11-\31\127]"), text) -- no raw control byte
+      local word = text:match("next page: %-%-after (%$'[^\n]*')\n$")
+      assert.truthy(word, text)
+      local script = TMP .. "/cursor.sh"
+      local f = assert(io.open(script, "wb"))
+      f:write("printf %s ", word, "\n")
+      f:close()
+      local p = assert(io.popen("bash " .. sq(script)))
+      local read_back = p:read("*a")
+      p:close()
+      assert.equal(json_of(cli("--json", "ls", "--limit", "3")).next, read_back)
     end)
 
     it("--queue: another queue of the same store", function()
