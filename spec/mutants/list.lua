@@ -74,7 +74,7 @@ return {
     to = "T->magic == &lhwt_timer_magic && !forked(T))" },
   { name = "binding: stop() hands back no timeout",
     file = "csrc/ltimer.c", lua = "5.4", specs = { "spec/core/06-stop_spec.lua" },
-    from = "\tlua_newtable(L);\n\tstop_timer(L, T, 2);", to = "\tlua_newtable(L);\n\tstop_timer(L, T, 0);" },
+    from = "\tstop_timer(L, T, 2);", to = "\tstop_timer(L, T, 0);" },
   { name = "binding: cancel of a timeout not pending returns true",
     file = "csrc/ltimeout.c", lua = "5.4", specs = { "spec/core/03-timeout_spec.lua" },
     from = "\tif (state_of(n) != PENDING) {\n\t\tlua_pushboolean(L, 0);",
