@@ -31,6 +31,7 @@ build = {
     ["hwtimer.metrics"] = "lua/hwtimer/metrics.lua",
     ["hwtimer.metrics_ngx"] = "lua/hwtimer/metrics_ngx.lua",
     ["hwtimer.check"] = "lua/hwtimer/check.lua",
+    ["hwtimer.text"] = "lua/hwtimer/text.lua",
     ["hwtimer.cron"] = "lua/hwtimer/cron.lua",
     ["hwtimer.tzif"] = "lua/hwtimer/tzif.lua",
     ["hwtimer.luv"] = "lua/hwtimer/luv.lua",

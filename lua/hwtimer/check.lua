@@ -1,6 +1,7 @@
 --- hwtimer.check: the argument tests the Lua modules share (retry, durable,
 -- the loop glue), worded as the binding words its own (csrc/lhwtimer.c).
 local check = {}
+local message = require("hwtimer.text").message
 
 --- A value's type as an "expected, got" message names it: a userdata's or
 -- table's metatable __name when it has one.
@@ -37,7 +38,7 @@ local function unknown_option(key) return "unknown option '" .. key .. "'" end
 function check.options(opts, spec, name, unknown)
   name, unknown = name or option_name, unknown or unknown_option
   for k in pairs(opts) do
-    if spec[k] == nil then return nil, unknown(tostring(k)) end
+    if spec[k] == nil then return nil, unknown(message(k)) end
   end
   local o = {}
   for key, s in pairs(spec) do

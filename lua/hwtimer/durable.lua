@@ -21,6 +21,7 @@ local window = require("hwtimer.durable.window")
 local runs = require("hwtimer.durable.runs")
 local schedule = require("hwtimer.durable.schedule")
 local type_name, callable, is_timer = check.type_name, check.callable, check.is_timer
+local message = require("hwtimer.text").message
 
 local floor, huge, max, min = math.floor, math.huge, math.max, math.min
 
@@ -276,7 +277,7 @@ local function common(fname, kind, payload, opts, allowed)
   if opts ~= nil then
     if type(opts) ~= "table" then argerror(4, fname, "table expected, got " .. type_name(opts)) end
     for k in pairs(opts) do
-      if not allowed[k] then argerror(4, fname, "unknown option '" .. tostring(k) .. "'") end
+      if not allowed[k] then argerror(4, fname, "unknown option '" .. message(k) .. "'") end
     end
     id = opts.id
     if id ~= nil and not name(id) then

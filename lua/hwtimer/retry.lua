@@ -10,6 +10,7 @@
 local core = require("hwtimer.core")
 local check = require("hwtimer.check")
 local type_name, callable, is_timer = check.type_name, check.callable, check.is_timer
+local message = require("hwtimer.text").message
 local now = core.now
 
 local M = {}
@@ -114,10 +115,10 @@ end
 function Retry:__tostring()
   local state, reason = self:state()
   local s = string.format("hwtimer.retry (%s", state)
-  if reason and reason ~= state then s = s .. ": " .. tostring(reason) end
+  if reason and reason ~= state then s = s .. ": " .. message(reason) end
   s = s .. string.format(", %d attempt%s", self._attempts, self._attempts == 1 and "" or "s")
   if self._due then s = s .. string.format(", next in %.3f s", math.max(0, self._due - now())) end
-  if self._last_error ~= nil then s = s .. ", last error: " .. tostring(self._last_error) end
+  if self._last_error ~= nil then s = s .. ", last error: " .. message(self._last_error) end
   return s .. ")"
 end
 
@@ -170,7 +171,7 @@ local function schedule_next(self, n, err)
   local timer = self._timer
   local ok, t, msg = pcall(timer.schedule, timer, wait, attempt, self)
   if not ok then -- fn stopped or closed the timer, or the object is broken
-    if tostring(t):find("stopped timer", 1, true) or tostring(t):find("closed timer", 1, true) then
+    if message(t):find("stopped timer", 1, true) or message(t):find("closed timer", 1, true) then
       return "cancelled", "timer stopped"
     end
     return "failed", t, true

@@ -233,6 +233,26 @@ describe("hwtimer.retry options", function()
     timer:dispatch()
     assert.equal("hwtimer.retry (succeeded, 1 attempt)", tostring(ok))
   end)
+
+  it("tostring(r) and its ending hold when fn or retry_if raise error objects without a text", function()
+    local silent = setmetatable({}, { __tostring = function() end })
+    local raising = setmetatable({}, { __tostring = function() error("no text") end })
+    local r = hwtimer.retry(timer, function() error(silent) end, { attempts = 2, delay = 5 })
+    timer:dispatch()
+    assert.equal(silent, r:last_error())
+    assert.matches("last error: %(an error object, table, whose __tostring gave no text%)%)$", tostring(r))
+    local errors = {}
+    local judged = hwtimer.retry(timer, fail, { attempts = 3, delay = 0,
+      retry_if = function() error(raising) end, on_error = function(e) errors[#errors + 1] = e end })
+    settle(timer, judged)
+    local state, reason = judged:state()
+    assert.equal("failed", state)
+    assert.equal(raising, reason)
+    assert.same({ raising }, errors)
+    assert.equal("hwtimer.retry (failed: (an error object, table, whose __tostring gave no text), 1 attempt, " ..
+      "last error: down)", tostring(judged))
+    r:cancel()
+  end)
 end)
 
 describe("hwtimer.retry arguments", function()
@@ -261,6 +281,9 @@ describe("hwtimer.retry arguments", function()
   it("rejects unknown option keys, naming the key", function()
     assert.has_error(function() local r = hwtimer.retry(timer, print, { tries = 3 }) return r end,
       "bad argument #3 to 'retry' (unknown option 'tries')")
+    local key = setmetatable({}, { __tostring = function() error("no text") end })
+    assert.has_error(function() local r = hwtimer.retry(timer, print, { [key] = 3 }) return r end,
+      "bad argument #3 to 'retry' (unknown option '(an error object, table, whose __tostring gave no text)')")
     assert.equal(0, timer:pending()) -- nothing was scheduled
   end)
 

@@ -79,6 +79,63 @@ return function(env)
       assert.equal("bad job", got[1])
       assert.equal("x", got[2].id)
     end)
+
+    -- A handler may raise anything: a value whose tostring raises, yields
+    -- or gives no string must not leave its job leased (its lease renewed
+    -- for ever, its slot of `concurrency` never given back).
+    it("stores any error object as a message, and the queue goes on", function()
+      local objects = {
+        { setmetatable({}, { __tostring = function() end }), "^%(an error object, table, whose __tostring gave no text%)$" },
+        { setmetatable({}, { __tostring = function() error("no text") end }), "__tostring gave no text%)$" },
+        { setmetatable({}, { __tostring = function() error(setmetatable({}, {})) end }), "gave no text%)$" },
+        { setmetatable({}, { __tostring = function() return {} end }), "gave no text%)$" },
+        { setmetatable({}, { __tostring = function() coroutine.yield() end }), "^%(an error object" },
+        { setmetatable({}, { __name = "my.error", __tostring = function() end }), "^%(an error object, my.error," },
+        { setmetatable({}, { __tostring = function() return "custom text" end }), "^custom text$" },
+        { function() end, "^function" },
+        { 42, "^42$" },
+        { false, "^false$" },
+        { nil, "^nil$" },
+      }
+      local reported = 0
+      local q = assert(env.open({ attempts = 2, concurrency = 1, backoff = { delay = 0 },
+        on_error = function() reported = reported + 1 end }))
+      local ran = 0
+      for i, o in ipairs(objects) do
+        q:handle("k" .. i, function() ran = ran + 1 error(o[1], 0) end)
+        q:schedule("k" .. i, 0, nil, { id = "j" .. i })
+      end
+      local after
+      q:handle("after", function() after = true end)
+      q:schedule("after", 0.01)
+      assert.is_true(wait(function() return after and #q:dead() == #objects end, 5 * SLOW),
+        "dead: " .. #q:dead() .. " of " .. #objects)
+      assert.equal(2 * #objects, ran)
+      assert.equal(2 * #objects, reported)
+      for i, o in ipairs(objects) do
+        local job = q:get("j" .. i)
+        assert.is_true(job.dead, "j" .. i)
+        assert.equal("string", type(job.error))
+        assert.truthy(job.error:find(o[2]), "j" .. i .. ": " .. job.error)
+      end
+      assert.equal(0, q:pending())
+    end)
+
+    it("writes a handler's error to stderr as one line when on_error is the default", function()
+      local q = assert(env.open({ attempts = 1 }))
+      local lines, stderr = {}, io.stderr
+      io.stderr = { write = function(_, ...) lines[#lines + 1] = table.concat({ ... }) end } -- luacheck: ignore
+      local ok, err = pcall(function()
+        q:handle("k\n[crit] forged", function() error("two\nlines \27[31m\194\155red", 0) end)
+        q:schedule("k\n[crit] forged", 0, nil, { id = "id\r\n\255" })
+        assert.is_true(wait(function() return #q:dead() == 1 end))
+      end)
+      io.stderr = stderr -- luacheck: ignore
+      assert(ok, err)
+      for i = 1, #lines do lines[i] = lines[i]:gsub("\n$", "") end
+      assert.same({ "hwtimer.durable: job id\\r\\n\\xFF (k\\n[crit] forged): " ..
+        "two\\nlines \\x1B[31m\\xC2\\x9Bred" }, lines)
+    end)
   end)
 
   describe("q:batch", function()

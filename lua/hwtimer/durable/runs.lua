@@ -12,6 +12,7 @@
 -- process never holds due jobs that another could be running.
 local window = require("hwtimer.durable.window")
 local schedule = require("hwtimer.durable.schedule")
+local message = require("hwtimer.text").message
 
 local later, cancelled, report = window.later, window.cancelled, window.report
 local soon, unload, load_all, other_batch = window.soon, window.unload, window.load_all, window.other_batch
@@ -100,7 +101,7 @@ local function outcome(self, row, ok, err, at, late)
     return ack
   end
   if row.attempt >= self._attempts then
-    return { what = "bury", row = row, arg = tostring(err), now = now, at = at, late = late }
+    return { what = "bury", row = row, arg = message(err), now = now, at = at, late = late }
   end
   return { what = "retry", row = row, arg = backoff(self, row.attempt), now = now, at = at, late = late }
 end

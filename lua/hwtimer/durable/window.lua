@@ -12,6 +12,8 @@
 -- The timer is used only through the API a user has (timer:schedule,
 -- timer:every, t:cancel, t:state), so it may be hwtimer.ngx's object.
 local max = math.max
+local text = require("hwtimer.text")
+local message, log_safe = text.message, text.log_safe
 
 local window = {}
 
@@ -42,8 +44,8 @@ end
 --- The default on_error: nginx's error log with a level where there is one
 -- (stderr would land there without time or level), else stderr.
 function window.default_on_error(err, job)
-  local line = "hwtimer.durable: " .. (job and ("job " .. job.id .. " (" .. job.kind .. "): ") or "") ..
-    tostring(err)
+  local line = "hwtimer.durable: " ..
+    (job and ("job " .. log_safe(job.id) .. " (" .. log_safe(job.kind) .. "): ") or "") .. log_safe(err)
   local ngx = rawget(_G, "ngx")
   if type(ngx) == "table" and type(ngx.log) == "function" and ngx.ERR then
     ngx.log(ngx.ERR, line)
@@ -66,13 +68,13 @@ function window.report(self, err, job)
       return
     end
     if self._held_back > 0 then
-      err = tostring(err) .. " (and " .. self._held_back .. " store errors in the last " ..
+      err = message(err) .. " (and " .. self._held_back .. " store errors in the last " ..
         STORE_ERRORS_EVERY .. " s)"
     end
     self._quiet_until, self._held_back = now + STORE_ERRORS_EVERY, 0
   end
   local ok, e = pcall(self._on_error, err, job)
-  if not ok then window.default_on_error("on_error raised: " .. tostring(e), job) end
+  if not ok then window.default_on_error("on_error raised: " .. message(e), job) end
 end
 
 -- A store that failed (out of reach, locked, full) is tried again by the

@@ -1,0 +1,83 @@
+--- hwtimer.text: text made from values the library does not control (an
+-- error object a callback raised, an id or a kind a user chose), for the
+-- places it goes: a message that is stored, a line of a log.
+local text = {}
+
+local format, concat = string.format, table.concat
+
+--- The message of an error value, whatever it is: a string as it is; a
+-- number or a boolean as tostring writes it; anything else by its
+-- __tostring when that gives a string, else named by its type. Never
+-- raises (a __tostring that raises, yields, or returns no string is an
+-- error object too: the job or the retry it ended must still be written).
+function text.message(v)
+  local t = type(v)
+  if t == "string" then return v end
+  if t == "number" or t == "boolean" or t == "nil" then return tostring(v) end
+  -- (through tostring, a C function: a __tostring that yields raises
+  -- instead of suspending the caller's coroutine)
+  local ok, s = pcall(tostring, v)
+  if ok and type(s) == "string" then return s end
+  if ok and type(s) == "number" then return tostring(s) end -- (5.1: __tostring's number as it is)
+  -- (5.4 raises where 5.1 returns what __tostring did: one message for both)
+  local mt = getmetatable(v)
+  local name = type(mt) == "table" and type(rawget(mt, "__name")) == "string" and rawget(mt, "__name") or t
+  return format("(an error object, %s, whose __tostring gave no text)", name)
+end
+
+-- The length of the valid UTF-8 sequence at s[i] (1 to 4), or nil where
+-- s[i] starts none (RFC 3629: no overlong forms, no surrogates, at most
+-- U+10FFFF).
+local function utf8_at(s, i)
+  local c = s:byte(i)
+  if c < 0x80 then return 1 end
+  local n, lo, hi = nil, 0x80, 0xBF
+  if c >= 0xC2 and c <= 0xDF then n = 2
+  elseif c == 0xE0 then n, lo = 3, 0xA0
+  elseif c == 0xED then n, hi = 3, 0x9F
+  elseif c >= 0xE1 and c <= 0xEF then n = 3
+  elseif c == 0xF0 then n, lo = 4, 0x90
+  elseif c == 0xF4 then n, hi = 4, 0x8F
+  elseif c >= 0xF1 and c <= 0xF3 then n = 4
+  else return nil end
+  for k = 1, n - 1 do
+    local b = s:byte(i + k)
+    if not b or b < (k == 1 and lo or 0x80) or b > (k == 1 and hi or 0xBF) then return nil end
+  end
+  return n
+end
+text.utf8_at = utf8_at
+
+local SHOWN = { ["\\"] = "\\\\", ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
+
+--- s as one line of a log may carry it: valid UTF-8 as it is, but the
+-- backslash, control characters (C0, DEL, and C1 whether raw bytes or
+-- UTF-8: U+009B is a terminal's CSI) and bytes that start no UTF-8
+-- sequence escaped (\\, \n, \r, \t, \xHH). A newline in an id cannot
+-- forge a line; the same string always comes out the same, and two
+-- strings never as one.
+function text.log_safe(s)
+  s = text.message(s)
+  if not s:find("[%z\1-\31\127-\255\\]") then return s end
+  local out, i, n = {}, 1, #s
+  while i <= n do
+    local len = utf8_at(s, i)
+    local c = s:byte(i)
+    if not len then
+      out[#out + 1] = format("\\x%02X", c)
+      len = 1
+    elseif SHOWN[s:sub(i, i)] then
+      out[#out + 1] = SHOWN[s:sub(i, i)]
+    elseif c < 0x20 or c == 0x7F then
+      out[#out + 1] = format("\\x%02X", c)
+    elseif c == 0xC2 and s:byte(i + 1) < 0xA0 then
+      out[#out + 1] = format("\\xC2\\x%02X", s:byte(i + 1))
+    else
+      out[#out + 1] = s:sub(i, i + len - 1)
+    end
+    i = i + len
+  end
+  return concat(out)
+end
+
+return text
