@@ -213,6 +213,24 @@ static int db_errmsg(lua_State *L)
 	return 1;
 }
 
+/* db:durable(): true when the main database lives in a file that outlives
+ * the connection; false otherwise (":memory:", a URI with mode=memory, the
+ * memdb VFS, a temporary database: SQLite gives such a one no file name or
+ * its memdb VFS), whatever spelling of the name brought it. */
+static int db_durable(lua_State *L)
+{
+	ldb *d = check_db(L, 1);
+	const char *file = sqlite3_db_filename(d->db, "main");
+	char *vfs = NULL;
+	int durable = file != NULL && *file != '\0';
+	if (durable && sqlite3_file_control(d->db, "main", SQLITE_FCNTL_VFSNAME, &vfs) == SQLITE_OK && vfs) {
+		durable = strstr(vfs, "memdb") == NULL;
+		sqlite3_free(vfs);
+	}
+	lua_pushboolean(L, durable);
+	return 1;
+}
+
 static int db_tostring(lua_State *L)
 {
 	ldb *d = (ldb *)luaL_checkudata(L, 1, DB_NAME);
@@ -457,6 +475,7 @@ static const luaL_Reg db_methods[] = {
 	{ "last_insert_rowid", db_last_insert_rowid },
 	{ "autocommit", db_autocommit },
 	{ "errmsg", db_errmsg },
+	{ "durable", db_durable },
 	{ "checkpoint_in_background", db_checkpoint_in_background },
 	{ "checkpoints", db_checkpoints },
 	{ "close", db_close },

@@ -74,6 +74,12 @@ local function positive(v) return finite(v) and v > 0 end
 local function seconds(v) return finite(v) and v >= 0 and v <= 1e9 end
 local function span(v) return finite(v) and v > 0 and v <= 1e9 end
 local function whole(v) return positive(v) and v == floor(v) end
+-- A count option: a whole number from 1 to `most`. The counts reach the
+-- store (a claim's LIMIT, a script's argument), where a number past what
+-- it keeps was refused at every claim after the queue had opened.
+local function count_to(most)
+  return function(v) return whole(v) and v <= most end, "integer from 1 to " .. string.format("%.0f", most)
+end
 local function name(v) return type(v) == "string" and #v > 0 end
 
 local BACKOFF = {
@@ -88,14 +94,14 @@ local OPTIONS = {
   queue = { "default", name, "non-empty string" },
   window = { 60, span, "number of seconds from 0 (excluded) to 1e9" },
   lease = { 30, span, "number of seconds from 0 (excluded) to 1e9" },
-  attempts = { 5, whole, "positive integer" },
+  attempts = { 5, count_to(1e9) },
   backoff = { nil, function(v) return type(v) == "table" end, "table" },
   on_error = { nil, callable, "function" },
   poll = { 0.05, span, "number of seconds from 0 (excluded) to 1e9" },
   sweep = { 1, span, "number of seconds from 0 (excluded) to 1e9" },
-  batch = { 500, whole, "positive integer" },
+  batch = { 500, count_to(1e5) },
   ack_delay = { 0.002, seconds, "number of seconds from 0 to 1e9" },
-  concurrency = { 32, whole, "positive integer" },
+  concurrency = { 32, count_to(1e6) },
   engine = { nil, function(v) return type(v) == "table" end, "engine module (table)" },
 }
 

@@ -165,6 +165,24 @@ describe("hwtimer.durable", function()
       assert.equal(2, q:pending())
     end)
 
+    it("refuses a database that is not a file: in memory, by any spelling, or temporary", function()
+      local names = { ":memory:", "file::memory:", "file::memory:?cache=shared", "file:x?mode=memory",
+        "file:x?mode=memory&cache=shared", "file:%3Amemory%3A", "file:x?m%6Fde=m%65mory", "file:/x?vfs=memdb",
+        "file:", "file:?mode=rwc", "file:#frag" }
+      for _, name in ipairs(names) do
+        local queue, err = open({ path = name })
+        assert.is_nil(queue, name)
+        assert.equal("hwtimer.durable: " .. name .. ": an in-memory or temporary database, not a store: every " ..
+          "job would be lost at its close (name a file)", err)
+      end
+      -- a file named by a URI is one
+      q = assert(open({ path = "file:" .. path .. "?mode=rwc" }))
+      assert.truthy(q:schedule("k", 60, nil, { id = "kept" }))
+      q:close()
+      q = assert(open({ path = path }))
+      assert.truthy(q:get("kept"))
+    end)
+
     it("returns nil, message when the file cannot be opened", function()
       local queue, err = open({ path = dir .. "/no/such/dir/timers.db" })
       assert.is_nil(queue)
@@ -185,7 +203,15 @@ describe("hwtimer.durable", function()
       assert.has_error(function() durable.open(timer, { path = path, lease = -1 }) end,
         "bad argument #2 to 'open' (option 'lease': number of seconds from 0 (excluded) to 1e9 expected)")
       assert.has_error(function() durable.open(timer, { path = path, attempts = 1.5 }) end,
-        "bad argument #2 to 'open' (option 'attempts': positive integer expected)")
+        "bad argument #2 to 'open' (option 'attempts': integer from 1 to 1000000000 expected)")
+      -- every count is bounded: past what the store keeps, a claim failed
+      -- ("datatype mismatch") at every pass after the queue had opened
+      for _, c in ipairs({ { "attempts", 1e9 }, { "batch", 1e5 }, { "concurrency", 1e6 } }) do
+        for _, v in ipairs({ c[2] + 1, 1e19, 2 ^ 63, math.huge, 0, -1, 0 / 0 }) do
+          assert.has_error(function() durable.open(timer, { path = path, [c[1]] = v }) end,
+            string.format("bad argument #2 to 'open' (option '%s': integer from 1 to %.0f expected)", c[1], c[2]))
+        end
+      end
       assert.has_error(function() durable.open(timer, { path = path, queue = "" }) end,
         "bad argument #2 to 'open' (option 'queue': non-empty string expected)")
       assert.has_error(function() durable.open(timer, { path = path, sync = "off" }) end,

@@ -121,6 +121,20 @@ return function(env)
       assert.equal(0, q:pending())
     end)
 
+    it("runs jobs with every count option at its largest", function()
+      local q = assert(env.open({ attempts = 1e9, batch = 1e5, concurrency = 1e6, on_error = function() end }))
+      local ran = {}
+      q:handle("k", function(job)
+        ran[#ran + 1] = job.id
+        if job.id == "fails" and job.attempt == 1 then error("once", 0) end
+      end)
+      for _, id in ipairs({ "a", "b", "fails" }) do q:schedule("k", 0, nil, { id = id }) end
+      q:every("k", 0.05, nil, { id = "every", limit = 1e15 })
+      assert.is_true(wait(function() return #ran >= 6 and q:pending() == 1 end, 5 * SLOW))
+      assert.equal(1e15, q:get("every").limit)
+      assert.is_nil(q:get("fails"))
+    end)
+
     it("writes a handler's error to stderr as one line when on_error is the default", function()
       local q = assert(env.open({ attempts = 1 }))
       local lines, stderr = {}, io.stderr

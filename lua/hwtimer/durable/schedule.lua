@@ -107,7 +107,8 @@ local OPTIONS = {
   tz = { function(v) return type(v) == "string" and #v > 0 end, "non-empty string" },
   start = { epoch, "epoch seconds from -9e9 to 9e9" },
   stop = { epoch, "epoch seconds from -9e9 to 9e9" },
-  limit = { function(v) return finite(v) and v >= 1 and v == floor(v) end, "positive integer" },
+  -- (runs are counted in whole numbers a double and a store keep exactly)
+  limit = { function(v) return finite(v) and v >= 1 and v <= 1e15 and v == floor(v) end, "integer from 1 to 1e15" },
   missed = { function(v) return M.POLICIES[v] == true end, "'skip', 'once' or 'all'" },
   window = { span, "number of seconds from 0 (excluded) to 1e9" },
 }

@@ -314,6 +314,13 @@ end
 local function connect(o)
   local db, err = sqlite.open(o.path)
   if not db then return nil, "hwtimer.durable: " .. o.path .. ": " .. explained(o.path, err) end
+  -- (a store that ends with the connection would lose every job it took:
+  -- SQLite tells by the file name it gives the database, whatever the
+  -- spelling, ":memory:", a URI's mode=memory or vfs=memdb, "file:")
+  if not db:durable() then
+    return refuse(db, o.path, "an in-memory or temporary database, not a store: every job would be lost at "
+      .. "its close (name a file)")
+  end
   db:busy_timeout(o.busy_timeout)
   local ok
   ok, err = prepare_store(db, o.path, o.existing) -- before anything writes to a file that may not be ours
