@@ -102,6 +102,7 @@ local OPTIONS = {
   batch = { 500, count_to(1e5) },
   ack_delay = { 0.002, seconds, "number of seconds from 0 to 1e9" },
   concurrency = { 32, count_to(1e6) },
+  batch_timeout = { 5, span, "number of seconds from 0 (excluded) to 1e9" },
   engine = { nil, function(v) return type(v) == "table" end, "engine module (table)" },
 }
 
@@ -162,6 +163,37 @@ local current, other_batch = window.current, window.other_batch
 local load, unload, soon, load_all = window.load, window.unload, window.soon, window.load_all
 local settle = runs.settle
 
+-- A batch is bounded: one whose function has not returned `batch_timeout`
+-- seconds after it began (it yielded and nothing resumed it: an nginx
+-- request aborted, a light thread killed) is rolled back by a timeout, as
+-- is one open when another coroutine closes the queue. Nothing of it is
+-- stored, SQLite's write lock is given back to every process, and the
+-- coroutine, if it ever runs again, is refused every write (the reason is
+-- kept in self._expired, weakly: a coroutine never resumed is collected).
+local function end_batch(self, why)
+  self._engine:rollback()
+  local expired = self._expired or setmetatable({}, { __mode = "k" })
+  expired[self._batching] = "hwtimer.durable: this coroutine's batch was rolled back, nothing of it stored: " .. why
+  self._expired = expired
+  self._batching, self._unbatched, self._batch_token = nil, nil, nil
+end
+
+local function batch_timed_out(_, self, token)
+  if self._batch_token ~= token or self._closed then return end
+  local why = string.format("its function was still running after batch_timeout (%g s)", self._batch_timeout)
+  end_batch(self, why)
+  window.report(self, "a batch was rolled back, nothing of it stored: " .. why)
+end
+
+-- The message for a write from a coroutine whose batch was rolled back, or nil.
+local function expired_batch(self)
+  local expired = self._expired
+  if not expired then return nil end
+  local why = expired[current()]
+  if why then return why end
+  if next(expired) == nil then self._expired = nil end -- (the fast path again)
+end
+
 -- Every timeout of the queue's: its window's, the acknowledgements', the renewals'.
 -- (the renewer stays while handlers run, when `keep_renewer`: runs.close's
 -- end cancels it)
@@ -208,9 +240,20 @@ end
 -- Opening a store
 ---------------------------------------------------------------------------
 
+-- A stopped timer takes no timeout, and a queue lives on its timeouts:
+-- told before the store is touched. (getfd raises on a stopped timer and
+-- does nothing else; an object without it is not asked)
+local function stopped(timer)
+  local ok, getfd = pcall(function() return timer.getfd end)
+  if not ok or not callable(getfd) then return false end
+  local fine, err = pcall(getfd, timer)
+  return not fine and message(err):find("stopped timer", 1, true) ~= nil
+end
+
 --- q, err = durable.open(timer, opts)
 function M.open(timer, opts)
   if not is_timer(timer) then argerror(1, "open", "hwtimer.timer expected, got " .. type_name(timer)) end
+  if stopped(timer) then argerror(1, "open", "hwtimer.timer expected, got a stopped timer") end
   local o, Engine = check_options(opts)
   if not o then return nil, Engine end
   local owner = ids.generator(os.time)() -- this process's leases, in this queue
@@ -218,6 +261,7 @@ function M.open(timer, opts)
   if not engine then return nil, err end
   local self = setmetatable({
     _timer = timer, _engine = engine, _queue = o.queue, _window = o.window, _lease = o.lease,
+    _batch_timeout = o.batch_timeout,
     _attempts = o.attempts, _backoff = o.backoff, _on_error = o.on_error or window.default_on_error,
     _sweep = o.sweep, _poll_every = o.poll, _batch = o.batch, _ack_delay = o.ack_delay,
     _concurrency = o.concurrency, _pass = runs.pass,
@@ -305,6 +349,8 @@ end
 local function put(self, kind, when, relative, payload, id, every, sched)
   local batching = self._batching
   if batching ~= nil and batching ~= current() then return nil, BATCH_BUSY end
+  local refused = self._expired and expired_batch(self)
+  if refused then return nil, refused end
   local fresh = id == nil -- ours: no job of that id to replace
   id = id or self._new_id()
   local key, due = self._engine:put(id, kind, payload, when, relative, every, fresh, sched)
@@ -325,7 +371,7 @@ function Queue:schedule(kind, delay, payload, opts)
   -- with cold caches between two round trips, at about twice what it
   -- costs in a loop (bench/durable_parts.lua's last lines).
   local fast = self._schedule
-  if fast and opts == nil and self._batching == nil and type(kind) == "string" and kind ~= ""
+  if fast and opts == nil and self._batching == nil and self._expired == nil and type(kind) == "string" and kind ~= ""
     and (payload == nil or type(payload) == "string") then
     local id = self._new_id()
     local key, due = fast(self._engine, id, kind, payload, delay)
@@ -372,6 +418,8 @@ end
 function Queue:batch(fn)
   live(self, "batch")
   if not callable(fn) then argerror(1, "batch", "function expected, got " .. type_name(fn)) end
+  local refused = expired_batch(self)
+  if refused then return nil, refused end
   if self._batching then -- nested: part of the outer one, if it is this coroutine's
     if other_batch(self) then return nil, BATCH_BUSY end
     return fn(self)
@@ -379,10 +427,19 @@ function Queue:batch(fn)
   local engine = self._engine
   local ok, err = engine:begin(self._loaded_until)
   if not ok then return nil, "hwtimer.durable: " .. tostring(err) end
-  self._batching, self._unbatched = current(), {}
+  local token = {}
+  self._batching, self._unbatched, self._batch_token = current(), {}, token
+  local guard = window.later(self, self._batch_timeout, batch_timed_out, self, token)
   local done, e = pcall(fn, self)
+  if guard then pcall(guard.cancel, guard) end
+  if self._batch_token ~= token then -- rolled back meanwhile (end_batch)
+    refused = expired_batch(self)
+    if self._expired then self._expired[current()] = nil end
+    if not done then error(e, 0) end
+    return nil, refused
+  end
   local unloads = self._unbatched
-  self._batching, self._unbatched = nil, nil
+  self._batching, self._unbatched, self._batch_token = nil, nil, nil
   if not done then
     engine:rollback()
     error(e, 0)
@@ -400,6 +457,8 @@ function Queue:cancel(id)
   live(self, "cancel")
   if not name(id) then argerror(1, "cancel", "non-empty string expected, got " .. type_name(id)) end
   if other_batch(self) then return nil, BATCH_BUSY end
+  local refused = self._expired and expired_batch(self)
+  if refused then return nil, refused end
   settle(self) -- a job that ran is not cancelled
   local key, err = self._engine:cancel(id)
   if key == nil then return nil, "hwtimer.durable: " .. tostring(err) end
@@ -534,6 +593,8 @@ local function make_due(self, fname, id)
   live(self, fname)
   if not name(id) then argerror(1, fname, "non-empty string expected, got " .. type_name(id)) end
   if other_batch(self) then return nil, BATCH_BUSY end
+  local refused = self._expired and expired_batch(self)
+  if refused then return nil, refused end
   settle(self)
   return made_due(self, fname, id, self._engine[fname](self._engine, id))
 end
@@ -558,7 +619,16 @@ end
 -- writes what ran, lets go of the timer's timeouts, and of the store once
 -- the handlers running (where they may wait) have returned.
 function Queue:close()
+  if getmetatable(self) ~= Queue then
+    error(string.format("calling 'close' on bad self (hwtimer.durable expected, got %s)", type_name(self)), 2)
+  end
   if self._closed then return end
+  if self._batching then
+    if not other_batch(self) then
+      error("hwtimer.durable: q:close() inside q:batch's function: close the queue once the batch has returned", 2)
+    end
+    end_batch(self, "the queue was closed while its function waited")
+  end
   self._closed = true
   cancel_timeouts(self, true) -- (the handlers still running keep their leases)
   runs.close(self)

@@ -195,6 +195,13 @@ describe("hwtimer.durable", function()
       assert.has_error(function() durable.open(nil, { path = path }) end,
         "bad argument #1 to 'open' (hwtimer.timer expected, got nil)")
       assert.has_error(function() durable.open(timer) end, "bad argument #2 to 'open' (table expected, got nil)")
+      for _, how in ipairs({ "stop", "close" }) do
+        local ended = hwtimer.new()
+        ended[how](ended)
+        assert.has_error(function() durable.open(ended, { path = path }) end,
+          "bad argument #1 to 'open' (hwtimer.timer expected, got a stopped timer)")
+        assert.is_nil(io.open(path)) -- before the store was touched
+      end
       assert.has_error(function() durable.open(timer, {}) end, "bad argument #2 to 'open' (option 'path' expected)")
       assert.has_error(function() durable.open(timer, { path = path, windwo = 1 }) end,
         "bad argument #2 to 'open' (unknown option 'windwo')")
@@ -317,6 +324,29 @@ describe("hwtimer.durable", function()
       end, "stop")
       assert.equal(999, q:pending())
       assert.truthy(q:get(ids[1]))
+    end)
+
+    -- (a batch whose coroutine is never resumed held the write lock until
+    -- q:close(): every other process got "database is locked")
+    it("gives the write lock back to other processes once batch_timeout has passed", function()
+      if _VERSION == "Lua 5.1" and not jit then
+        return pending("Lua 5.1's pcall is not yieldable: there q:batch's function cannot yield")
+      end
+      q = assert(open({ batch_timeout = 0.2, on_error = function() end }))
+      local other = assert(open({ busy_timeout = 0 })) -- a connection of its own, as another process's
+      local co = coroutine.create(function()
+        return q:batch(function(b)
+          assert(b:schedule("k", 60, nil, { id = "abandoned" }))
+          coroutine.yield()
+        end)
+      end)
+      assert(coroutine.resume(co))
+      local id, err = other:schedule("k", 60, nil, { id = "other" })
+      assert.is_nil(id)
+      assert.equal("hwtimer.durable: database is locked", err)
+      assert.is_true(wait(function() return other:schedule("k", 60, nil, { id = "other" }) ~= nil end, 3))
+      assert.equal(1, query(path, "SELECT count(*) FROM hwtimer_jobs"))
+      assert.is_nil(other:get("abandoned"))
     end)
   end)
 

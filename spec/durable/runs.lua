@@ -214,6 +214,71 @@ return function(env)
       assert.truthy(q:get("kept"))
       assert.equal(0, errors)
     end)
+
+    -- A batch's coroutine that is never resumed (an nginx request aborted,
+    -- a light thread killed) held the store until q:close().
+    it_yielding("rolls back a batch whose function has not returned after batch_timeout", function()
+      local errors, ran = {}, {}
+      local q = assert(env.open({ batch_timeout = 0.2, on_error = function(e) errors[#errors + 1] = e end }))
+      q:handle("k", function(job) ran[#ran + 1] = job.id end)
+      local abandoned = coroutine.create(function()
+        return q:batch(function(b)
+          assert(b:schedule("k", 0, nil, { id = "abandoned" }))
+          coroutine.yield()
+        end)
+      end)
+      local late = coroutine.create(function()
+        return q:batch(function(b)
+          assert(b:schedule("k", 0, nil, { id = "late 1" }))
+          coroutine.yield()
+          return b:schedule("k", 0, nil, { id = "late 2" }), b:cancel("outside"), b:batch(function() end)
+        end)
+      end)
+      assert(coroutine.resume(abandoned))
+      local busy = "hwtimer.durable: a batch is open in another coroutine (q:batch's function yielded)"
+      assert.same({ nil, busy }, { q:schedule("k", 0, nil, { id = "outside" }) })
+      local t0 = env.now()
+      assert.is_true(wait(function() return q:schedule("k", 0, nil, { id = "outside" }) ~= nil end, 3))
+      assert.is_true(env.now() - t0 >= 0.15, "rolled back before batch_timeout")
+      local why = "its function was still running after batch_timeout (0.2 s)"
+      assert.same({ "a batch was rolled back, nothing of it stored: " .. why }, errors)
+      -- the next batch, resumed after its own rollback, is refused every write
+      assert(coroutine.resume(late))
+      env.timer():run(0.3)
+      local refused = "hwtimer.durable: this coroutine's batch was rolled back, nothing of it stored: " .. why
+      local ok, res, err = coroutine.resume(late)
+      assert.is_true(ok, res)
+      assert.same({ nil, refused }, { res, err })
+      assert.is_true(wait(function() return #ran == 1 and q:pending() == 0 end))
+      assert.same({ "outside" }, ran)
+      for _, id in ipairs({ "abandoned", "late 1", "late 2" }) do assert.is_nil(q:get(id), id) end
+      -- and the queue's batches work again
+      assert.is_true(q:batch(function(b) assert(b:schedule("k", 0, nil, { id = "after" })) end))
+      assert.is_true(wait(function() return #ran == 2 end))
+    end)
+
+    it_yielding("rolls back a batch open in another coroutine when the queue is closed; refuses a close inside one",
+      function()
+      local q = assert(env.open({ on_error = function() end }))
+      assert.has_error(function() q:batch(function(b) b:close() end) end,
+        "hwtimer.durable: q:close() inside q:batch's function: close the queue once the batch has returned")
+      local co = coroutine.create(function()
+        return q:batch(function(b)
+          assert(b:schedule("k", 0, nil, { id = "inside" }))
+          coroutine.yield()
+        end)
+      end)
+      assert(coroutine.resume(co))
+      q:close()
+      local ok, res, err = coroutine.resume(co)
+      assert.is_true(ok)
+      assert.same({ nil, "hwtimer.durable: this coroutine's batch was rolled back, nothing of it stored: " ..
+        "the queue was closed while its function waited" }, { res, err })
+      q = assert(env.open({ on_error = function() end }))
+      assert.is_nil(q:get("inside"))
+      assert.has_error(function() q.close(nil) end,
+        "calling 'close' on bad self (hwtimer.durable expected, got nil)")
+    end)
   end)
 
   describe("a due job with no handler in this process", function()
