@@ -38,8 +38,10 @@ http {
     -- the queue's own exit (jobs handed back, leases kept while handlers
     -- wait, acknowledgements written) must not rest on them
     local d = assert(require("hwtimer.ngx").new({ tick = 0.001, exit_max = 0 }))
-    local common = { lease = @LEASE@, poll = 0.02, sweep = 0.1,
+    local common = { lease = @LEASE@, poll = 0.02, sweep = 0.1, batch_timeout = 0.5,
       on_error = function(err, job)
+        -- (a batch rolled back is the batch spec's to count, not a fault)
+        if tostring(err):find("a batch was rolled back", 1, true) then return ngx.shared.st:incr("rolled", 1, 0) end
         ngx.log(ngx.ERR, "durable: ", tostring(err), " job ", job and job.id or "-")
       end }
     local function opts(o)
@@ -101,6 +103,26 @@ http {
       }
     }
     location = /pending { content_by_lua_block { ngx.say(package.loaded.q:pending()) } }
+    # a batch whose light thread is killed while its function waits: "ID
+    # SECONDS ROLLED", the first job this request could then store, the
+    # seconds that took, and the batches rolled back in this nginx
+    location = /batch_killed { content_by_lua_block {
+      local q, tag = package.loaded.q, ngx.var.arg_tag
+      local th = ngx.thread.spawn(function()
+        return q:batch(function(b)
+          assert(b:schedule("count", 0, nil, { id = tag .. "-killed" }))
+          ngx.sleep(60)
+        end)
+      end)
+      ngx.sleep(0.01)
+      assert(ngx.thread.kill(th))
+      local t0, id = ngx.now(), nil
+      repeat
+        id = q:schedule("count", 0, nil, { id = tag .. "-after" })
+        if not id then ngx.sleep(0.02) end
+      until id or ngx.now() - t0 > 10
+      ngx.say(string.format("%s %.3f %d", tostring(id), ngx.now() - t0, ngx.shared.st:get("rolled") or 0))
+    } }
     location = /opened { content_by_lua_block { ngx.say(ngx.shared.st:get("opened") or 0) } }
   }
 }
@@ -367,6 +389,23 @@ describe("OpenResty: durable jobs in nginx with four workers on " .. engine.name
       for _, r in ipairs(list) do runs[#runs + 1] = string.format("pid %d attempt %d late %.3f", r.pid, r.attempt, r.late) end
       assert.equal(1, #list, id .. " ran " .. #list .. " times: " .. table.concat(runs, "; "))
     end
+    assert_no_crash()
+  end)
+
+  -- (SQLite: the batch's transaction held the file's write lock, for
+  -- every worker, until the queue's close)
+  it("rolls back a batch whose light thread was killed inside it, after batch_timeout", function()
+    local _, body = N.get(port, "/batch_killed?tag=killed")
+    local id, secs, rolled = body:match("^(%S+) (%S+) (%d+)")
+    assert.equal("killed-after", id, body)
+    assert.is_true(tonumber(secs) >= 0.4 and tonumber(secs) < 5 * SLOW, body)
+    assert.equal("1", rolled)
+    schedule("count", "killed-other", 8, 1, 0) -- the other workers write too
+    local by_id = wait_runs("killed", 1, 10)
+    assert.truthy(by_id["killed-after"])
+    assert.equal(8, count(wait_runs("killed-other", 8, 10)))
+    socket.sleep(0.3)
+    assert.is_nil(runs_of(redis.port, "killed")["killed-killed"])
     assert_no_crash()
   end)
 
