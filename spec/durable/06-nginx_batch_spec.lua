@@ -42,9 +42,18 @@ http {
     -- a queue no process polls (no handler): only its schedulers move its intake in
     require("hwtimer.durable.ngx").open("far", timer, { redis = connect, prefix = "far" })
     require("hwtimer.durable.ngx").open("rounds", timer, { redis = connect, prefix = "rounds" })
+    -- options durable.open refuses (checked in its timer, where it opens)
+    require("hwtimer.durable.ngx").open("refused", timer, { redis = connect, prefix = "refused", batch = 1e19 })
   }
   server {
     listen 127.0.0.1:@PORT@;
+    # the queue with refused options: "SECONDS MESSAGE" of a get that waits up to 2 s
+    location = /refused { content_by_lua_block {
+      local t0 = ngx.now()
+      local q, err = require("hwtimer.durable.ngx").get("refused", 2)
+      ngx.update_time()
+      ngx.say(string.format("%.3f %s", ngx.now() - t0, tostring(q or err)))
+    } }
     location = /ping { content_by_lua_block {
       local q = require("hwtimer.durable.ngx").get("q", 0)
       ngx.say(q and "open" or "opening")
@@ -222,6 +231,17 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
     local trips = rpush_calls(redis.port) - before
     assert.is_true(trips <= k + 2, trips .. " add calls for " .. k .. " rounds of " .. n .. " callers")
     print(string.format("\n    %d callers x %d jobs one after another: %d add calls", n, k, trips))
+  end)
+
+  -- (durable.open raised in the timer that opens the queue: the requests
+  -- waiting in get() waited their whole `wait`, told only "opening")
+  it("tells the requests waiting for a queue whose options durable.open refuses why, at once", function()
+    local _, body = N.get(port, "/refused")
+    local secs, msg = body:match("^(%S+) (.-)\n$")
+    assert.is_true(tonumber(secs) < 0.5, body)
+    assert.equal("hwtimer.durable.ngx: queue 'refused' is not open yet in this worker (durable.open raised: " ..
+      "bad argument #2 to 'open' (option 'batch': integer from 1 to 100000 expected))", msg:gsub("raised: [^ ]+%.lua:%d+: ", "raised: "))
+    assert.truthy(nginx.log():find("queue 'refused' cannot open: durable.open raised: [^\n]*bad argument #2"))
   end)
 
   it("moves the intake of a queue no process polls in, in a timer, once it holds 500 jobs", function()

@@ -18,11 +18,14 @@
 -- request may yield) and answers nil and why.
 local durable = require("hwtimer.durable")
 local check = require("hwtimer.check")
+local text = require("hwtimer.text")
+local message, log_safe = text.message, text.log_safe
 local semaphore = require("ngx.semaphore")
 
 local M = {}
 
--- name -> { q = queue or nil, err = why not yet, tries =, sema = waiters }.
+-- name -> { q = queue or nil, err = why not yet, tries =, sema = waiters,
+-- final = true where no later try can open it }.
 -- Module state on purpose: each worker has its own Lua state, and this is
 -- its table of queues, as package.loaded is.
 local queues = {}
@@ -39,22 +42,27 @@ local function try_open(premature, name, entry, timer, opts, setup, step)
     entry.err = "the worker is exiting"
     return wake(entry)
   end
-  local q, err = durable.open(timer, opts)
+  local opened, q, err = pcall(durable.open, timer, opts)
+  if not opened then -- (bad options: no later try can open it, and the requests waiting are told now)
+    entry.err, entry.final = "durable.open raised: " .. message(q), true
+    ngx.log(ngx.ERR, "hwtimer.durable: queue '", name, "' cannot open: ", log_safe(entry.err))
+    return wake(entry)
+  end
   if q and setup then
     local ok, e = pcall(setup, q)
     if not ok then
       q:close()
-      q, err = nil, "the setup function raised: " .. tostring(e)
+      q, err = nil, "the setup function raised: " .. message(e)
     end
   end
   if q then
     entry.q, entry.err = q, nil
     return wake(entry)
   end
-  entry.tries, entry.err = entry.tries + 1, tostring(err)
+  entry.tries, entry.err = entry.tries + 1, message(err)
   step = step and math.min(RETRY_MAX, step * 2) or RETRY_FIRST
   ngx.log(ngx.ERR, "hwtimer.durable: queue '", name, "' did not open (try ", entry.tries, ", next in ",
-          step, " s): ", entry.err)
+          step, " s): ", log_safe(entry.err))
   local ok, terr = ngx.timer.at(step, try_open, name, entry, timer, opts, setup, step)
   if not ok then
     entry.err = entry.err .. "; cannot try again: " .. tostring(terr)
@@ -100,7 +108,7 @@ function M.get(name, wait)
   if type(wait) ~= "number" or wait ~= wait or wait < 0 then
     check.argerror(2, "get", "non-negative number of seconds expected, got " .. check.type_name(wait), 2)
   end
-  if wait > 0 then pcall(entry.sema.wait, entry.sema, wait) end
+  if wait > 0 and not entry.final then pcall(entry.sema.wait, entry.sema, wait) end
   if entry.q then return entry.q end
   return nil, "hwtimer.durable.ngx: queue '" .. name .. "' is not open yet in this worker (" .. entry.err .. ")"
 end
