@@ -207,6 +207,29 @@ return function(env)
         assert.is_nil(q:get("m")) -- its stop passed
       end)
 
+      -- A run slower than the interval: the times it overlapped are not
+      -- missed ones for "once" and "skip" (the next run is the first time
+      -- after it ended), and each of them runs, in order, for "all".
+      for _, case in ipairs({ { "once", { 0, 4 } }, { "skip", { 0, 4 } }, { "all", { 0, 1, 2, 3 } } }) do
+        local policy, want = case[1], case[2]
+        it(policy .. ": after a run 3.5 intervals long, " .. (policy == "all" and "each time it overlapped"
+          or "the first time after it ended"), function()
+          local q = open()
+          local every = 0.1 * SLOW
+          local start = env.now() + every
+          local runs = recorder(q, "slow", function(_, list)
+            if #list == 1 then require("socket").sleep(3.5 * every) end -- (blocks the loop, as a busy handler does)
+          end)
+          assert(q:every("slow", every, nil, { id = policy, start = start, missed = policy, limit = #want }))
+          assert.is_true(env.wait(function() return #runs >= #want end, 20 * every), #runs .. " runs")
+          settle(q, runs)
+          local got = {}
+          for i, r in ipairs(runs) do got[i] = math.floor((r.scheduled_for - start) / every + 0.5) end
+          assert.same(want, got)
+          assert.is_nil(q:get(policy)) -- its limit made
+        end)
+      end
+
       it("once the queue reopens, runs what came due while it was closed, by the policy", function()
         local q = open()
         local start = env.now() + 0.2
