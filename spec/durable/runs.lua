@@ -57,6 +57,29 @@ return function(env)
       assert.is_nil(q:get(id))
     end)
 
+    -- The wait before try n+1 is delay * factor^(n-1), at most max_delay,
+    -- from the end of try n: read from the due time each retry was stored
+    -- with, against the end of the try before it.
+    it("waits delay * factor^(n-1) after try n, capped at max_delay", function()
+      local every = 0.05 * SLOW
+      local q = assert(env.open({ attempts = 5, backoff = { delay = every, factor = 3, max_delay = 5 * every },
+        on_error = function() end }))
+      local tries = {}
+      q:handle("k", function(job)
+        tries[#tries + 1] = { due = job.due }
+        tries[#tries].ended = env.now()
+        error("again", 0)
+      end)
+      q:schedule("k", 0, nil, { id = "b" })
+      assert.is_true(wait(function() return #q:dead() == 1 end, 10 * SLOW))
+      assert.equal(5, #tries)
+      local want = { 1, 3, 5, 5 } -- in units of `every`: 1, 3, 9 and 27 capped at 5
+      for n = 1, 4 do
+        local waited = (tries[n + 1].due - tries[n].ended) / every
+        assert.is_true(math.abs(waited - want[n]) < 0.3, string.format("after try %d: %.3f, not %d", n, waited, want[n]))
+      end
+    end)
+
     it("runs a job again after an error until it succeeds", function()
       local q = assert(env.open({ backoff = { delay = 0.01 }, on_error = function() end }))
       local n = 0
