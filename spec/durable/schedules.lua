@@ -99,6 +99,22 @@ return function(env)
         assert.is_true(math.abs(q:get("i2").due - (now + 600)) < 1)
       end)
 
+      -- "at or after": a start that is one of the calendar's times is its first
+      it("runs first at its start when the start is one of its times, in the future or the past", function()
+        local q = open()
+        local runs = recorder(q, "tick")
+        local hour = math.floor(env.now() / 3600) * 3600
+        for i, c in ipairs({ { "0 * * * *", hour + 7200, hour + 7200 }, { "30 * * * *", hour + 1800, hour + 1800 },
+                             { "0 * * * *", hour + 7200.25, hour + 10800 }, { "*/10 * * * * *", hour + 7210, hour + 7210 } }) do
+          assert(q:every("tick", c[1], nil, { id = "f" .. i, start = c[2] }))
+          assert.equal(c[3], q:get("f" .. i).scheduled_for, c[1] .. " from " .. (c[2] - hour))
+        end
+        -- in the past: its missed times run from the start itself
+        assert(q:every("tick", "0 * * * *", nil, { id = "past", start = hour - 7200, missed = "all", limit = 2 }))
+        settle(q, runs)
+        assert.same({ hour - 7200, hour - 3600 }, times(runs))
+      end)
+
       it("refuses an expression or a zone cron refuses, naming what is wrong, and stores nothing", function()
         local q = open()
         assert.same({ nil, "hwtimer.durable: cron: minute field: 61 is out of range 0-59" },
