@@ -19,6 +19,7 @@ http {
   access_log off;
   lua_package_path "@LPATH@;/usr/share/lua/5.1/?.lua;;";
   lua_package_cpath "@CPATH@;;";
+  lua_shared_dict flags 1m;
   init_worker_by_lua_block {
     local durable = require("hwtimer.durable")
     local timer = assert(require("hwtimer.ngx").new({ tick = 0.001 }))
@@ -42,11 +43,24 @@ http {
     -- a queue no process polls (no handler): only its schedulers move its intake in
     require("hwtimer.durable.ngx").open("far", timer, { redis = connect, prefix = "far" })
     require("hwtimer.durable.ngx").open("rounds", timer, { redis = connect, prefix = "rounds" })
+    -- a queue whose store is out of reach until a request says /up
+    require("hwtimer.durable.ngx").open("late", timer, { prefix = "late", redis = function()
+      if not ngx.shared.flags:get("up") then return nil, "not up yet" end
+      return connect()
+    end })
     -- options durable.open refuses (checked in its timer, where it opens)
     require("hwtimer.durable.ngx").open("refused", timer, { redis = connect, prefix = "refused", batch = 1e19 })
   }
   server {
     listen 127.0.0.1:@PORT@;
+    location = /up { content_by_lua_block { ngx.shared.flags:set("up", true) ngx.say("up") } }
+    # "SECONDS OPEN|MESSAGE" of a get of the queue "late" that waits up to 8 s
+    location = /late { content_by_lua_block {
+      local t0 = ngx.now()
+      local q, err = require("hwtimer.durable.ngx").get("late", 8)
+      ngx.update_time()
+      ngx.say(string.format("%.3f %s", ngx.now() - t0, q and "open" or tostring(err)))
+    } }
     # the queue with refused options: "SECONDS MESSAGE" of a get that waits up to 2 s
     location = /refused { content_by_lua_block {
       local t0 = ngx.now()
@@ -242,6 +256,30 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
     assert.equal("hwtimer.durable.ngx: queue 'refused' is not open yet in this worker (durable.open raised: " ..
       "bad argument #2 to 'open' (option 'batch': integer from 1 to 100000 expected))", msg:gsub("raised: [^ ]+%.lua:%d+: ", "raised: "))
     assert.truthy(nginx.log():find("queue 'refused' cannot open: durable.open raised: [^\n]*bad argument #2"))
+  end)
+
+  -- (a wake-up that reached one of them left the others their whole wait)
+  it("gives a queue that opens late to every request waiting for it, at once", function()
+    local waiting = {}
+    for i = 1, 3 do
+      waiting[i] = assert(socket.connect("127.0.0.1", port))
+      waiting[i]:settimeout(15)
+      assert(waiting[i]:send("GET /late HTTP/1.0\r\nHost: x\r\n\r\n"))
+    end
+    socket.sleep(0.2) -- (all three in get())
+    assert.equal("up\n", select(2, N.get(port, "/up")))
+    local secs = {}
+    for i, c in ipairs(waiting) do
+      local reply = assert(c:receive("*a"))
+      c:close()
+      local s, what = reply:match("\r\n\r\n(%S+) ([^\n]*)")
+      assert.equal("open", what, reply)
+      secs[i] = tonumber(s)
+    end
+    table.sort(secs)
+    -- each woken when the queue opened (its next try, at most 5 s after /up)
+    assert.is_true(secs[3] - secs[1] < 1, table.concat(secs, " "))
+    assert.is_true(secs[3] < 7.5, table.concat(secs, " "))
   end)
 
   it("moves the intake of a queue no process polls in, in a timer, once it holds 500 jobs", function()
