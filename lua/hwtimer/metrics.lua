@@ -194,7 +194,7 @@ M.RESERVED_LABELS = RESERVED
 -- A string as a message shows it: printable ASCII, a backslash as \\, other
 -- bytes as \xHH.
 local function shown(s)
-  return "'" .. s:gsub("[^\32-\91\93-\126]", function(c)
+  return "'" .. s:gsub("[%c\\\128-\255]", function(c)
     return c == "\\" and "\\\\" or ("\\x%02x"):format(c:byte())
   end) .. "'"
 end
