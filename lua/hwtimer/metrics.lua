@@ -75,7 +75,8 @@ local function valid_utf8(s)
   while i <= #s do
     local n = sequence_at(s, i)
     if n then
-      out[#out + 1] = s:sub(i, i + n - 1) == "\\" and "\\\\" or s:sub(i, i + n - 1)
+      local piece = s:sub(i, i + n - 1)
+      out[#out + 1] = piece == "\\" and "\\\\" or piece
     else
       out[#out + 1], bad, n = ("\\x%02x"):format(s:byte(i)), true, 1
     end
@@ -189,7 +190,6 @@ local RESERVED = {
   state = "hwtimer.metrics writes it", le = "a histogram's bucket label",
   quantile = "a summary's quantile label",
 }
-M.RESERVED_LABELS = RESERVED
 
 -- A string as a message shows it: printable ASCII, a backslash as \\, other
 -- bytes as \xHH.
@@ -328,7 +328,13 @@ function M.format(by_family, prefix)
   end
   prefix = prefix or "hwtimer_"
   local names = {}
-  for family in pairs(by_family) do names[#names + 1] = family end
+  for family, lines in pairs(by_family) do
+    if type(family) ~= "string" or not family:find("^[A-Za-z0-9_]+$") or type(lines) ~= "table" then
+      check.argerror(1, "format", "family " .. (type(family) == "string" and shown(family) or type(family))
+        .. ": a metric name (after the prefix) and a table of sample lines expected", 2)
+    end
+    names[#names + 1] = family
+  end
   table.sort(names, function(a, b)
     local fa, fb = FAMILY[a], FAMILY[b]
     return (fa and fa.order or 1e9) < (fb and fb.order or 1e9) or (fa == fb and a < b)

@@ -219,5 +219,17 @@ describe("hwtimer.metrics", function()
     assert.has_error(function() metrics.format(nil) end, "bad argument #1 to 'format' (table expected, got nil)")
     assert.has_error(function() metrics.format({}, "a:") end,
       "bad argument #2 to 'format' (metric name prefix expected, got string)")
+    for _, case in ipairs({ { { ["a-b"] = {} }, "'a-b'" }, { { ["a\255"] = {} }, [['a\xff']] },
+                            { { [1] = {} }, "number" }, { { a = "x" }, "'a'" } }) do
+      assert.has_error(function() metrics.format(case[1]) end, "bad argument #1 to 'format' (family " .. case[2] ..
+        ": a metric name (after the prefix) and a table of sample lines expected)")
+    end
+    -- an exporter's own family, between hwtimer's
+    local by_family, prefix = metrics.collect({ timers = { main = timer } })
+    by_family.app_things_total = { "hwtimer_app_things_total 4" }
+    local text = metrics.format(by_family, prefix)
+    local ok, out = helpers.promtool(text)
+    assert.is_true(ok, out .. "\n" .. text)
+    assert.equal(4, sample(text, "hwtimer_app_things_total"))
   end)
 end)

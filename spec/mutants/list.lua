@@ -466,7 +466,7 @@ return {
     from = "[0xE0] = { { 0xA0, 0xBF }, TAIL }", to = "[0xE0] = { TAIL, TAIL }" },
   { name = "metrics: a value that is not UTF-8 keeps its backslashes single (two names show as one)",
     file = "lua/hwtimer/metrics.lua", lua = "5.4", specs = { "spec/core/20-metrics_spec.lua" },
-    from = [=[== "\\" and "\\\\" or s:sub(i, i + n - 1)]=], to = [=[== "\\" and "\\" or s:sub(i, i + n - 1)]=] },
+    from = [=[piece == "\\" and "\\\\" or piece]=], to = [=[piece == "\\" and "\\" or piece]=] },
   { name = "metrics: le is taken as a constant label (the histogram's buckets get two)",
     file = "lua/hwtimer/metrics.lua", lua = "5.4", specs = { "spec/core/20-metrics_spec.lua" },
     from = [[le = "a histogram's bucket label",]], to = "" },
