@@ -37,8 +37,62 @@ local FAMILY = {}
 for i, f in ipairs(FAMILIES) do FAMILY[f[1]] = { order = i, type = f[2], help = f[3] } end
 M.FAMILIES = FAMILY
 
+-- ---- label values: valid UTF-8 whatever the bytes ---------------------------
+
+-- The well-formed UTF-8 sequences (Unicode's table 3-7), by lead byte: the
+-- range of each byte after it. No overlong forms (C0, C1, E0 80-9F, F0
+-- 80-8F), no surrogates (ED A0-BF), nothing past U+10FFFF (F4 90-, F5-FF).
+local TAIL = { 0x80, 0xBF }
+local SEQUENCES = {
+  [0xE0] = { { 0xA0, 0xBF }, TAIL }, [0xED] = { { 0x80, 0x9F }, TAIL },
+  [0xF0] = { { 0x90, 0xBF }, TAIL, TAIL }, [0xF4] = { { 0x80, 0x8F }, TAIL, TAIL },
+}
+for b = 0xC2, 0xDF do SEQUENCES[b] = { TAIL } end
+for b = 0xE1, 0xEF do SEQUENCES[b] = SEQUENCES[b] or { TAIL, TAIL } end
+for b = 0xF1, 0xF3 do SEQUENCES[b] = { TAIL, TAIL, TAIL } end
+
+-- The length of the well-formed sequence that starts at byte i of s, or nil.
+local function sequence_at(s, i)
+  local b = s:byte(i)
+  if b < 0x80 then return 1 end
+  local tails = SEQUENCES[b]
+  if not tails then return nil end
+  for j, range in ipairs(tails) do
+    local c = s:byte(i + j)
+    if not c or c < range[1] or c > range[2] then return nil end
+  end
+  return #tails + 1
+end
+
+-- s when it is valid UTF-8 (most are: ASCII is checked by one find).
+-- Otherwise s with each byte outside a well-formed sequence written as the
+-- four characters \xHH, and each backslash doubled: two such values stay
+-- two, and a scrape reads valid UTF-8 (promtool and Prometheus reject a
+-- line with invalid UTF-8 in it, the whole exposition with it).
+local function valid_utf8(s)
+  if not s:find("[\128-\255]") then return s end
+  local out, i, bad = {}, 1, false
+  while i <= #s do
+    local n = sequence_at(s, i)
+    if n then
+      local piece = s:sub(i, i + n - 1)
+      out[#out + 1] = piece == "\\" and "\\\\" or piece
+    else
+      out[#out + 1], bad, n = ("\\x%02x"):format(s:byte(i)), true, 1
+    end
+    i = i + n
+  end
+  return bad and table.concat(out) or s
+end
+
+-- A label value as the exposition writes it: valid UTF-8, then backslash,
+-- double quote and line feed escaped as the format says (other control
+-- bytes, NUL too, are valid UTF-8 the format lets through as they are).
 local function escape(v)
-  return (tostring(v):gsub("[\\\"\n]", { ["\\"] = "\\\\", ['"'] = '\\"', ["\n"] = "\\n" }))
+  if type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53 then
+    v = ("%d"):format(v) -- 3, not 3.0, on every Lua
+  end
+  return (valid_utf8(tostring(v)):gsub("[\\\"\n]", { ["\\"] = "\\\\", ['"'] = '\\"', ["\n"] = "\\n" }))
 end
 
 -- {k = v} and more pairs as {k="v",...}, keys sorted (a stable line for a series).
@@ -80,7 +134,7 @@ end
 
 -- The timer under a glue object (hwtimer.ngx's d.timer), or the timer itself.
 local function timer_of(t)
-  if type(t) == "table" and t.timer then return t.timer end
+  if type(t) == "table" then return rawget(t, "timer") end
   return t
 end
 
@@ -125,29 +179,125 @@ local function add_store(add, name, q)
   end
 end
 
--- opts checked (raising at the caller of collect or render); the prefix.
-local function check_opts(opts)
-  if type(opts) ~= "table" then
-    check.argerror(1, "render", "table expected, got " .. check.type_name(opts), 3)
-  end
-  for _, key in ipairs({ "timers", "queues", "labels" }) do
-    if opts[key] ~= nil and type(opts[key]) ~= "table" then
-      check.argerror(1, "render", ("field '%s': table expected, got %s"):format(key, check.type_name(opts[key])), 3)
-    end
-  end
-  local prefix = opts.prefix or "hwtimer_"
-  if type(prefix) ~= "string" or not prefix:match("^[%a_:][%w_:]*$") then
-    check.argerror(1, "render", "field 'prefix': a metric name prefix expected", 3)
-  end
-  return prefix
+-- ---- the arguments, checked where they are given ----------------------------
+
+-- The label names a caller may not give in opts.labels, and why: the ones
+-- hwtimer.metrics writes itself (a constant label of that name would give
+-- a series two values for it), and a histogram's and a summary's.
+local RESERVED = {
+  timer = "hwtimer.metrics writes it", outcome = "hwtimer.metrics writes it",
+  queue = "hwtimer.metrics writes it", kind = "hwtimer.metrics writes it",
+  state = "hwtimer.metrics writes it", le = "a histogram's bucket label",
+  quantile = "a summary's quantile label",
+}
+
+-- A string as a message shows it: printable ASCII, a backslash as \\, other
+-- bytes as \xHH.
+local function shown(s)
+  return "'" .. s:gsub("[%c\\\128-\255]", function(c)
+    return c == "\\" and "\\\\" or ("\\x%02x"):format(c:byte())
+  end) .. "'"
 end
 
---- by_family = metrics.collect(opts): the sample lines of opts' timers and
--- queues by family (without HELP and TYPE), and the prefix. opts as for
--- render, plus store = false: leave out the store's figures (q:counts);
--- runs = false: leave out this process's runs (q:stats).
-function M.collect(opts)
-  local prefix = check_opts(opts)
+-- Nil when `labels` is a table of constant labels Prometheus takes, else
+-- what is wrong. `more` adds reserved names (hwtimer.metrics_ngx's worker).
+local function labels_error(labels, more)
+  for k, v in pairs(labels) do
+    if type(k) ~= "string" then return "a label name expected as key, got " .. type(k) end
+    if not k:find("^[A-Za-z_][A-Za-z0-9_]*$") then
+      return "key " .. shown(k) .. " is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)"
+    end
+    if k:sub(1, 2) == "__" then return "key " .. shown(k) .. " is reserved (names starting with __ are Prometheus')" end
+    local why = RESERVED[k] or more and more[k]
+    if why then return "key " .. shown(k) .. " is reserved (" .. why .. ")" end
+    if type(v) ~= "string" and type(v) ~= "number" then
+      return "value of " .. shown(k) .. ": string or number expected, got " .. check.type_name(v)
+    end
+  end
+end
+
+-- A metric name prefix: a metric name's characters, without the colon
+-- (recording rules' own, which promtool refuses in a scrape) and without a
+-- leading __ (Prometheus' own).
+local function prefix_ok(prefix)
+  return type(prefix) == "string" and prefix:find("^[A-Za-z_][A-Za-z0-9_]*$") ~= nil and prefix:sub(1, 2) ~= "__"
+end
+
+local function is_timer(t)
+  return type(t) == "userdata" and check.type_name(t) == "hwtimer.timer"
+end
+
+-- What opts.timers takes: a timer, or an object over one (hwtimer.ngx's).
+local function timer_error(t)
+  if is_timer(t) or type(t) == "table" and is_timer(rawget(t, "timer")) then return nil end
+  return "hwtimer.timer expected, got " .. check.type_name(t)
+end
+
+-- What opts.queues takes: a durable queue; an open one when its store is read.
+local function queue_error(q, store)
+  if type(q) ~= "table" or check.type_name(q) ~= "hwtimer.durable" then
+    return "hwtimer.durable queue expected, got " .. check.type_name(q)
+  end
+  if store and tostring(q) == "hwtimer.durable (closed)" then
+    return "an open hwtimer.durable queue expected, got a closed one (store = false renders its runs only)"
+  end
+end
+
+-- Nil when every name of `by_name` (a field of opts) is a non-empty string,
+-- shown as a label value no other name is shown as, and every value passes
+-- `object_error`; else what is wrong.
+local function named_error(field, what, by_name, object_error, store)
+  local seen = {}
+  for name, v in pairs(by_name) do
+    if type(name) ~= "string" or name == "" then
+      return ("field '%s': a %s name (non-empty string) expected as key, got %s"):format(field, what,
+        type(name) == "string" and "''" or type(name))
+    end
+    local err = object_error(v, store)
+    if err then return ("field '%s': %s %s: %s"):format(field, what, shown(name), err) end
+    local as = escape(name)
+    if seen[as] then
+      local a, b = seen[as], name
+      if b < a then a, b = b, a end
+      return ("field '%s': %s names %s and %s show as the same label value"):format(field, what, shown(a), shown(b))
+    end
+    seen[as] = name
+  end
+end
+
+-- What is wrong with opts (a field of it named), or nil.
+local function opts_error(opts, store, more_reserved)
+  if type(opts) ~= "table" then return "table expected, got " .. check.type_name(opts) end
+  for _, key in ipairs({ "timers", "queues", "labels" }) do
+    if opts[key] ~= nil and type(opts[key]) ~= "table" then
+      return ("field '%s': table expected, got %s"):format(key, check.type_name(opts[key]))
+    end
+  end
+  if opts.prefix ~= nil and not prefix_ok(opts.prefix) then
+    return "field 'prefix': a metric name prefix ([a-zA-Z_][a-zA-Z0-9_]*, not __...) expected, got "
+      .. (type(opts.prefix) == "string" and shown(opts.prefix) or check.type_name(opts.prefix))
+  end
+  local err = opts.labels and labels_error(opts.labels, more_reserved)
+  if err then return "field 'labels': " .. err end
+  return named_error("timers", "timer", opts.timers or {}, timer_error)
+    or named_error("queues", "queue", opts.queues or {}, queue_error, store)
+end
+
+--- metrics.check_opts(opts, n, fname, level, store, more_reserved): raises
+-- "bad argument #n to 'fname' (...)" at `level` (error()'s, counted from
+-- the caller) unless opts is one collect takes; store: its queues' stores
+-- are read (so they must be open); more_reserved: { label = why } names a
+-- caller writes itself. For hwtimer.metrics_ngx, which checks its own
+-- arguments where they are given.
+M.check_opts = function(opts, n, fname, level, store, more_reserved)
+  local err = opts_error(opts, store, more_reserved)
+  if err then check.argerror(n, fname, err, level + 1) end
+  return opts.prefix or "hwtimer_"
+end
+
+-- collect, its errors naming fname (the function the caller called).
+local function collect(opts, fname)
+  local prefix = M.check_opts(opts, 1, fname, 3, type(opts) == "table" and opts.store ~= false)
   local add, by_family = samples(prefix, opts.labels)
   for name, timer in pairs(opts.timers or {}) do add_timer(add, name, timer) end
   for name, q in pairs(opts.queues or {}) do
@@ -157,13 +307,34 @@ function M.collect(opts)
   return by_family, prefix
 end
 
+--- by_family = metrics.collect(opts): the sample lines of opts' timers and
+-- queues by family (without HELP and TYPE), and the prefix. opts as for
+-- render, plus store = false: leave out the store's figures (q:counts);
+-- runs = false: leave out this process's runs (q:stats).
+function M.collect(opts)
+  local by_family, prefix = collect(opts, "collect") -- (not a tail call: the error's level counts this one)
+  return by_family, prefix
+end
+
 --- text = metrics.format(by_family, [prefix]): Prometheus text from sample
 -- lines by family, each family's HELP and TYPE once, families and lines in
 -- a stable order.
 function M.format(by_family, prefix)
+  if type(by_family) ~= "table" then
+    check.argerror(1, "format", "table expected, got " .. check.type_name(by_family), 2)
+  end
+  if prefix ~= nil and not prefix_ok(prefix) then
+    check.argerror(2, "format", "metric name prefix expected, got " .. check.type_name(prefix), 2)
+  end
   prefix = prefix or "hwtimer_"
   local names = {}
-  for family in pairs(by_family) do names[#names + 1] = family end
+  for family, lines in pairs(by_family) do
+    if type(family) ~= "string" or not family:find("^[A-Za-z0-9_]+$") or type(lines) ~= "table" then
+      check.argerror(1, "format", "family " .. (type(family) == "string" and shown(family) or type(family))
+        .. ": a metric name (after the prefix) and a table of sample lines expected", 2)
+    end
+    names[#names + 1] = family
+  end
   table.sort(names, function(a, b)
     local fa, fb = FAMILY[a], FAMILY[b]
     return (fa and fa.order or 1e9) < (fb and fb.order or 1e9) or (fa == fb and a < b)
@@ -185,7 +356,8 @@ end
 -- object) }, opts.queues { name = durable queue }, opts.labels (constant
 -- labels on every sample), opts.prefix (default "hwtimer_").
 function M.render(opts)
-  return M.format(M.collect(opts))
+  local by_family, prefix = collect(opts, "render")
+  return M.format(by_family, prefix)
 end
 
 return M

@@ -24,6 +24,8 @@ local metrics = require("hwtimer.metrics")
 
 local M = {}
 local KEY = "hwtimer_metrics:worker:"
+-- The label this module writes on every worker's sample: not one a caller gives.
+local RESERVED = { worker = "hwtimer.metrics_ngx writes it" }
 
 local function shared(fname, name)
   local dict = type(name) == "string" and ngx.shared[name]
@@ -33,10 +35,21 @@ local function shared(fname, name)
   return dict
 end
 
--- This worker's sample lines, one "family<TAB>line" a line.
+-- opts (nil or a table) checked as argument #2 of fname, raising at
+-- fname's caller; `store`: its queues' stores are read. The opts, a table.
+local function checked(opts, fname, store)
+  if opts == nil then return {} end
+  metrics.check_opts(opts, 2, fname, 3, store, RESERVED)
+  return opts
+end
+
+-- This worker's sample lines, one "family<TAB>line" a line. (A label value
+-- holds no line feed: the exposition writes it as \n.)
 local function snapshot(opts)
+  local labels = { worker = ngx.worker.id() }
+  for k, v in pairs(opts.labels or {}) do labels[k] = v end
   local by_family = metrics.collect({ timers = opts.timers, queues = opts.queues, store = false,
-                                      prefix = opts.prefix, labels = { worker = ngx.worker.id() } })
+                                      prefix = opts.prefix, labels = labels })
   local out = {}
   for family, lines in pairs(by_family) do
     for _, line in ipairs(lines) do out[#out + 1] = family .. "\t" .. line end
@@ -46,11 +59,12 @@ end
 
 --- ok, err = publish(dict_name, opts): in init_worker, this worker's
 -- figures into the dict now and every opts.interval (1) seconds. opts:
--- timers, queues (their runs in this worker), prefix, as hwtimer.metrics
--- takes them. nil, message when nginx refuses the ngx.timer.every.
+-- timers, queues (their runs in this worker), labels (on this worker's
+-- samples, beside worker), prefix, as hwtimer.metrics takes them; checked
+-- here. nil, message when nginx refuses the ngx.timer.every.
 function M.publish(dict_name, opts)
   local dict = shared("publish", dict_name)
-  opts = opts or {}
+  opts = checked(opts, "publish", false)
   local interval = opts.interval or 1
   if type(interval) ~= "number" or not (interval > 0) then
     check.argerror(2, "publish", "field 'interval': positive number of seconds expected", 2)
@@ -66,10 +80,11 @@ function M.publish(dict_name, opts)
 end
 
 --- text = collect(dict_name, [opts]): every live worker's published figures
--- and, for opts.queues, the store's jobs by kind and state (q:counts, now).
+-- and, for opts.queues, the store's jobs by kind and state (q:counts, now),
+-- with opts.labels on them.
 local function collect(dict, opts)
-  opts = opts or {}
-  local by_family, prefix = metrics.collect({ queues = opts.queues, runs = false, prefix = opts.prefix })
+  local by_family, prefix = metrics.collect({ queues = opts.queues, runs = false, prefix = opts.prefix,
+                                              labels = opts.labels })
   for _, key in ipairs(dict:get_keys(0)) do
     if key:sub(1, #KEY) == KEY then
       for family, line in (dict:get(key) or ""):gmatch("([^\t\n]+)\t([^\n]+)") do
@@ -86,12 +101,14 @@ local function collect(dict, opts)
 end
 
 function M.collect(dict_name, opts)
-  return collect(shared("collect", dict_name), opts)
+  local dict = shared("collect", dict_name)
+  return collect(dict, checked(opts, "collect", true))
 end
 
 --- serve(dict_name, [opts]): answer the request with collect's text.
 function M.serve(dict_name, opts)
-  local text = collect(shared("serve", dict_name), opts)
+  local dict = shared("serve", dict_name)
+  local text = collect(dict, checked(opts, "serve", true))
   ngx.header.content_type = metrics.CONTENT_TYPE
   ngx.print(text)
 end

@@ -66,11 +66,170 @@ describe("hwtimer.metrics", function()
     assert.is_nil(text:find("hwtimer_", 1, true))
   end)
 
+  -- Names as a user or a store may give them, and the label value each is
+  -- written as in the exposition: valid UTF-8 as it is (NUL, CR, tab too:
+  -- the format lets them through), any other byte as the text \xHH with
+  -- the value's backslashes doubled, then the format's \\, \" and \n.
+  local HOSTILE = {
+    { "\255", [[\\xff]] },
+    { "\254\255", [[\\xfe\\xff]] },                              -- bytes UTF-8 never uses
+    { "\128", [[\\x80]] },                                     -- a lone continuation byte
+    { "a\191b\128\128", [[a\\xbfb\\x80\\x80]] },
+    { "\192\175", [[\\xc0\\xaf]] },                              -- "/" overlong in two bytes
+    { "\193\191", [[\\xc1\\xbf]] },
+    { "\224\128\128", [[\\xe0\\x80\\x80]] },                       -- NUL overlong in three
+    { "\240\130\130\172", [[\\xf0\\x82\\x82\\xac]] },                -- the euro sign overlong in four
+    { "\237\160\128", [[\\xed\\xa0\\x80]] },                       -- U+D800, a surrogate
+    { "\237\191\191", [[\\xed\\xbf\\xbf]] },                       -- U+DFFF
+    { "\237\160\189\237\184\128", [[\\xed\\xa0\\xbd\\xed\\xb8\\x80]] }, -- a surrogate pair (CESU-8)
+    { "\244\144\128\128", [[\\xf4\\x90\\x80\\x80]] },                -- past U+10FFFF
+    { "\248\136\128\128\128", [[\\xf8\\x88\\x80\\x80\\x80]] },         -- a five-byte form
+    { "\226\130", [[\\xe2\\x82]] },                              -- a sequence cut short at the end
+    { "\226\130x\226\130\172", "\\\\xe2\\\\x82x\226\130\172" },     -- cut short, then a whole one kept
+    { 'q"\\\n\255', [[q\"\\\\\n\\xff]] },                        -- the format's escapes on top
+    { "a\0b", "a\0b" },                                        -- NUL is valid UTF-8
+    { "\r\t\127", "\r\t\127" },
+    { "\\x41", [[\\x41]] },                                     -- valid text that reads as an escape
+    { "\195\169\240\159\152\128", "\195\169\240\159\152\128" },    -- é and an emoji
+    { "\239\191\189\239\187\191", "\239\191\189\239\187\191" },    -- U+FFFD and U+FEFF themselves
+    { "\237\159\191\238\128\128\244\143\191\191", "\237\159\191\238\128\128\244\143\191\191" }, -- U+D7FF, U+E000, U+10FFFF
+  }
+
+  it("writes any timer name as a valid label value, as promtool accepts", function()
+    for _, case in ipairs(HOSTILE) do
+      local text = metrics.render({ timers = { [case[1]] = timer } })
+      local ok, out = helpers.promtool(text)
+      assert.is_true(ok, out .. "\n" .. text)
+      assert.equal(0, sample(text, 'hwtimer_timeouts_fired_total{timer="' .. case[2] .. '"}'), text)
+    end
+  end)
+
+  it("keeps different names different: every hostile name its own series, in one scrape", function()
+    local timers = {}
+    for _, case in ipairs(HOSTILE) do timers[case[1]] = timer end
+    local text = metrics.render({ timers = timers, labels = { instance = "\255\\xff" } })
+    local ok, out = helpers.promtool(text)
+    assert.is_true(ok, out .. "\n" .. text)
+    local series = {}
+    for line in text:gmatch("hwtimer_timeouts_fired_total(%b{}) ") do series[line] = true end
+    assert.equal(#HOSTILE, helpers.count(series))
+    assert.equal(0, sample(text, 'hwtimer_timeouts_fired_total{instance="\\\\xff\\\\\\\\xff",timer="\\\\xff"}'))
+  end)
+
+  it("writes a constant label's hostile value as valid, and a number as a number", function()
+    for _, case in ipairs(HOSTILE) do
+      local text = metrics.render({ timers = { main = timer }, labels = { site = case[1], n = 3.0, f = 0.5 } })
+      local ok, out = helpers.promtool(text)
+      assert.is_true(ok, out .. "\n" .. text)
+      assert.equal(0, sample(text, 'hwtimer_timeouts_fired_total{f="0.5",n="3",site="' .. case[2] .. '",timer="main"}'))
+    end
+  end)
+
+  it("refuses two names that would show as one series", function()
+    assert.has_error(function() metrics.render({ timers = { ["\255"] = timer, ["\\xff"] = timer } }) end,
+      [[bad argument #1 to 'render' (field 'timers': timer names '\\xff' and '\xff' show as the same label value)]])
+  end)
+
+  -- opts.labels' keys that would make a series Prometheus refuses or misreads.
+  local BAD_KEYS = {
+    { "a-b", "key 'a-b' is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)" },
+    { "1a", "key '1a' is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)" },
+    { "", "key '' is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)" },
+    { "a b", "key 'a b' is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)" },
+    { "a:b", "key 'a:b' is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)" },
+    { "\195\169", [[key '\xc3\xa9' is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)]] },
+    { "a\0b", [[key 'a\x00b' is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)]] },
+    { "a\nb", [[key 'a\x0ab' is not a label name ([a-zA-Z_][a-zA-Z0-9_]*)]] },
+    { "__name__", "key '__name__' is reserved (names starting with __ are Prometheus')" },
+    { "__address__", "key '__address__' is reserved (names starting with __ are Prometheus')" },
+    { "__", "key '__' is reserved (names starting with __ are Prometheus')" },
+    { "le", "key 'le' is reserved (a histogram's bucket label)" },
+    { "quantile", "key 'quantile' is reserved (a summary's quantile label)" },
+    { "timer", "key 'timer' is reserved (hwtimer.metrics writes it)" },
+    { "outcome", "key 'outcome' is reserved (hwtimer.metrics writes it)" },
+    { "queue", "key 'queue' is reserved (hwtimer.metrics writes it)" },
+    { "kind", "key 'kind' is reserved (hwtimer.metrics writes it)" },
+    { "state", "key 'state' is reserved (hwtimer.metrics writes it)" },
+  }
+
+  it("refuses a label key Prometheus refuses or that hwtimer.metrics writes, naming it", function()
+    for _, case in ipairs(BAD_KEYS) do
+      assert.has_error(function() metrics.render({ timers = { main = timer }, labels = { [case[1]] = "x" } }) end,
+        "bad argument #1 to 'render' (field 'labels': " .. case[2] .. ")")
+      assert.has_error(function() metrics.collect({ labels = { [case[1]] = "x" } }) end,
+        "bad argument #1 to 'collect' (field 'labels': " .. case[2] .. ")")
+    end
+    assert.has_error(function() metrics.render({ labels = { "x" } }) end,
+      "bad argument #1 to 'render' (field 'labels': a label name expected as key, got number)")
+    assert.has_error(function() metrics.render({ labels = { a = true } }) end,
+      "bad argument #1 to 'render' (field 'labels': value of 'a': string or number expected, got boolean)")
+    -- the ones it takes: a leading _ alone, capitals, digits after the first
+    local text = metrics.render({ timers = { main = timer }, labels = { _a = "1", Zone = "2", x9 = "3" } })
+    local ok, out = helpers.promtool(text)
+    assert.is_true(ok, out .. "\n" .. text)
+    assert.equal(0, sample(text, 'hwtimer_timeouts_fired_total{Zone="2",_a="1",timer="main",x9="3"}'))
+  end)
+
+  it("refuses what is not a timer, naming the timer, before any is read", function()
+    local cases = {
+      { {}, "table" }, { { stats = function() return {} end }, "table" }, { 1, "number" }, { "t", "string" },
+      { function() end, "function" }, { true, "boolean" }, { io.stdout, helpers.type_name(io.stdout) },
+      { { timer = {} }, "table" },
+    }
+    for _, case in ipairs(cases) do
+      assert.has_error(function() metrics.render({ timers = { main = timer, bad = case[1] } }) end,
+        "bad argument #1 to 'render' (field 'timers': timer 'bad': hwtimer.timer expected, got " .. case[2] .. ")")
+    end
+    assert.has_error(function() metrics.render({ timers = { timer } }) end,
+      "bad argument #1 to 'render' (field 'timers': a timer name (non-empty string) expected as key, got number)")
+    assert.has_error(function() metrics.render({ timers = { [""] = timer } }) end,
+      "bad argument #1 to 'render' (field 'timers': a timer name (non-empty string) expected as key, got '')")
+    assert.has_error(function() metrics.render({ queues = { q = timer } }) end,
+      "bad argument #1 to 'render' (field 'queues': queue 'q': hwtimer.durable queue expected, got hwtimer.timer)")
+    assert.has_error(function() metrics.render({ queues = { q = { counts = function() end } } }) end,
+      "bad argument #1 to 'render' (field 'queues': queue 'q': hwtimer.durable queue expected, got table)")
+    assert.has_error(function() metrics.render({ queues = { ["\255"] = {} } }) end,
+      [[bad argument #1 to 'render' (field 'queues': queue '\xff': hwtimer.durable queue expected, got table)]])
+  end)
+
+  it("renders a closed timer's last figures, and an object over a timer (hwtimer.ngx's)", function()
+    timer:schedule(0, function() end)
+    timer:run(0.001)
+    local other = hwtimer.new()
+    other:close()
+    local text = metrics.render({ timers = { a = timer, b = other, c = { timer = timer } } })
+    local ok, out = helpers.promtool(text)
+    assert.is_true(ok, out .. "\n" .. text)
+    assert.equal(1, sample(text, 'hwtimer_timeouts_fired_total{timer="a"}'))
+    assert.equal(0, sample(text, 'hwtimer_timeouts_fired_total{timer="b"}'))
+    assert.equal(1, sample(text, 'hwtimer_timeouts_fired_total{timer="c"}'))
+  end)
+
   it("names a bad argument", function()
     assert.has_error(function() metrics.render() end, "bad argument #1 to 'render' (table expected, got nil)")
+    assert.has_error(function() metrics.collect(1) end, "bad argument #1 to 'collect' (table expected, got number)")
     assert.has_error(function() metrics.render({ timers = 1 }) end,
       "bad argument #1 to 'render' (field 'timers': table expected, got number)")
-    assert.has_error(function() metrics.render({ prefix = "1x" }) end,
-      "bad argument #1 to 'render' (field 'prefix': a metric name prefix expected)")
+    local what = "a metric name prefix ([a-zA-Z_][a-zA-Z0-9_]*, not __...) expected"
+    for _, case in ipairs({ { "1x", "'1x'" }, { "a:b_", "'a:b_'" }, { "__x_", "'__x_'" }, { "a-b_", "'a-b_'" },
+                            { "", "''" }, { "a\255_", [['a\xff_']] }, { 1, "number" } }) do
+      assert.has_error(function() metrics.render({ prefix = case[1] }) end,
+        "bad argument #1 to 'render' (field 'prefix': " .. what .. ", got " .. case[2] .. ")")
+    end
+    assert.has_error(function() metrics.format(nil) end, "bad argument #1 to 'format' (table expected, got nil)")
+    assert.has_error(function() metrics.format({}, "a:") end,
+      "bad argument #2 to 'format' (metric name prefix expected, got string)")
+    for _, case in ipairs({ { { ["a-b"] = {} }, "'a-b'" }, { { ["a\255"] = {} }, [['a\xff']] },
+                            { { [1] = {} }, "number" }, { { a = "x" }, "'a'" } }) do
+      assert.has_error(function() metrics.format(case[1]) end, "bad argument #1 to 'format' (family " .. case[2] ..
+        ": a metric name (after the prefix) and a table of sample lines expected)")
+    end
+    -- an exporter's own family, between hwtimer's
+    local by_family, prefix = metrics.collect({ timers = { main = timer } })
+    by_family.app_things_total = { "hwtimer_app_things_total 4" }
+    local text = metrics.format(by_family, prefix)
+    local ok, out = helpers.promtool(text)
+    assert.is_true(ok, out .. "\n" .. text)
+    assert.equal(4, sample(text, "hwtimer_app_things_total"))
   end)
 end)

@@ -59,5 +59,50 @@ return function(env)
       assert.equal(1, sample(runs_only, 'hwtimer_job_runs_total{kind="bad",outcome="dead",queue="orders"}'))
       for _, id in ipairs({ "dead1", "l1", "l2", "d1" }) do q:cancel(id) end
     end)
+
+    -- Kinds as the store gives them back: bytes that are not UTF-8 are
+    -- written as the text \xHH (backslashes doubled), so the scrape stays
+    -- valid; a run of a kind shows under the same label value as its jobs.
+    it("writes a kind that is not valid UTF-8 as a valid label value, as promtool accepts", function()
+      local q = open({ attempts = 1 })
+      local kinds = {
+        { "\255", [[\\xff]] }, { "\192\175", [[\\xc0\\xaf]] }, { "\237\160\128", [[\\xed\\xa0\\x80]] },
+        { "\128x", [[\\x80x]] }, { "\244\144\128\128", [[\\xf4\\x90\\x80\\x80]] },
+        { 'a"\\\n\254', [[a\"\\\\\n\\xfe]] }, { "k\0z", "k\0z" }, { "\195\169", "\195\169" },
+      }
+      local now = env.now()
+      for i, k in ipairs(kinds) do assert(q:at(k[1], now + 3600, nil, { id = "h" .. i })) end
+      q:handle("\255", function() end)
+      assert(q:schedule("\255", 0, nil, { id = "run1" }))
+      assert.truthy(env.wait(function() local r = q:stats().runs["\255"] return r and r.succeeded == 1 end))
+      local text = metrics.render({ queues = { orders = q } })
+      local ok, out = helpers.promtool(text)
+      assert.is_true(ok, out .. "\n" .. text)
+      for _, k in ipairs(kinds) do
+        assert.equal(1, sample(text, 'hwtimer_jobs{kind="' .. k[2] .. '",queue="orders",state="pending"}'), text)
+      end
+      assert.equal(1, sample(text, [[hwtimer_job_runs_total{kind="\\xff",outcome="succeeded",queue="orders"}]]))
+      for i = 1, #kinds do q:cancel("h" .. i) end
+    end)
+
+    it("refuses a closed queue when its store is to be read, and renders its runs without", function()
+      local q = open({})
+      q:close()
+      assert.has_error(function() metrics.render({ queues = { orders = q } }) end,
+        "bad argument #1 to 'render' (field 'queues': queue 'orders': an open hwtimer.durable queue expected, " ..
+        "got a closed one (store = false renders its runs only))")
+      local text = metrics.render({ queues = { orders = q }, store = false })
+      local ok, out = helpers.promtool(text)
+      assert.is_true(ok, out .. "\n" .. text)
+      assert.is_nil(text:find("hwtimer_store_up", 1, true))
+    end)
+
+    it("refuses a constant label the queue's samples write", function()
+      local q = open({})
+      for _, key in ipairs({ "queue", "kind", "state", "outcome" }) do
+        assert.has_error(function() metrics.render({ queues = { orders = q }, labels = { [key] = "x" } }) end,
+          "bad argument #1 to 'render' (field 'labels': key '" .. key .. "' is reserved (hwtimer.metrics writes it))")
+      end
+    end)
   end)
 end

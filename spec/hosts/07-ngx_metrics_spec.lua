@@ -14,21 +14,46 @@ http {
   lua_package_path "@LPATH@;;";
   lua_package_cpath "@CPATH@;;";
   lua_shared_dict hwtimer_metrics 1m;
+  lua_shared_dict hwtimer_hostile 1m;
   init_worker_by_lua_block {
     local d = assert(require("hwtimer.ngx").new())
     package.loaded.timer = d
     -- worker 0 runs 10 callbacks, worker 1 20
     for _ = 1, 10 * (ngx.worker.id() + 1) do d:schedule(0.01, function() end) end
     assert(require("hwtimer.metrics_ngx").publish("hwtimer_metrics", { timers = { main = d }, interval = 0.1 }))
+    -- the same timer under names that are not UTF-8 (HOSTILE below), and a
+    -- constant label's value that is not either
+    local c, hostile = string.char, {}
+    for _, name in ipairs({ c(255), c(192, 175), c(237, 160, 128), c(128) .. "x", c(244, 144, 128, 128),
+                            "q" .. c(34, 92, 10, 254), "a" .. c(0) .. "b", c(195, 169) }) do
+      hostile[name] = d
+    end
+    assert(require("hwtimer.metrics_ngx").publish("hwtimer_hostile",
+      { timers = hostile, labels = { site = c(255, 92) .. "xff" }, interval = 0.1 }))
   }
   server {
     listen 127.0.0.1:@PORT@;
     location = /ping { return 200 "up"; }
     location = /metrics { content_by_lua_block { require("hwtimer.metrics_ngx").serve("hwtimer_metrics") } }
+    location = /hostile { content_by_lua_block { require("hwtimer.metrics_ngx").serve("hwtimer_hostile") } }
     location = /bad { content_by_lua_block {
       local m = require("hwtimer.metrics_ngx")
+      local d = package.loaded.timer
       ngx.say(select(2, pcall(m.serve, "no_such_dict")))
       ngx.say(select(2, pcall(m.publish, "hwtimer_metrics", { interval = 0 })))
+      ngx.say(select(2, pcall(m.publish, "hwtimer_metrics", 5)))
+      ngx.say(select(2, pcall(m.publish, "hwtimer_metrics", { timers = { main = {} } })))
+      ngx.say(select(2, pcall(m.publish, "hwtimer_metrics", { timers = { main = d, other = d.timer, bad = ngx } })))
+      ngx.say(select(2, pcall(m.publish, "hwtimer_metrics", { timers = { d } })))
+      ngx.say(select(2, pcall(m.publish, "hwtimer_metrics", { queues = { q = d } })))
+      ngx.say(select(2, pcall(m.publish, "hwtimer_metrics", { timers = { main = d }, labels = { worker = "w" } })))
+      ngx.say(select(2, pcall(m.publish, "hwtimer_metrics", { timers = { main = d }, labels = { ["a-b"] = "x" } })))
+      ngx.say(select(2, pcall(m.publish, "hwtimer_metrics", { timers = { main = d }, labels = { le = "1" } })))
+      ngx.say(select(2, pcall(m.publish, "hwtimer_metrics", { timers = { main = d }, labels = { __x = "1" } })))
+      ngx.say(select(2, pcall(m.publish, "hwtimer_metrics", { prefix = "a:b_" })))
+      ngx.say(select(2, pcall(m.serve, "hwtimer_metrics", { labels = { worker = 1 } })))
+      ngx.say(select(2, pcall(m.collect, "hwtimer_metrics", { queues = { q = {} } })))
+      ngx.say(select(2, pcall(m.collect, "hwtimer_metrics", "x")))
     } }
   }
 }
@@ -76,6 +101,30 @@ describe("OpenResty: hwtimer.metrics_ngx", function()
     end
     local _, count = text:gsub("# TYPE hwtimer_timeouts_fired_total counter", "")
     assert.equal(1, count)  -- one family, both workers' samples under it
+  end)
+
+  -- Each name above, as the exposition writes it: valid UTF-8 as it is,
+  -- other bytes as the text \xHH with backslashes doubled, then the
+  -- format's escapes (spec/core/20-metrics_spec.lua has the rule's cases).
+  local HOSTILE = { [[\\xff]], [[\\xc0\\xaf]], [[\\xed\\xa0\\x80]], [[\\x80x]], [[\\xf4\\x90\\x80\\x80]],
+                    [[q\"\\\\\n\\xfe]], "a\0b", "\195\169" }
+
+  it("writes timer names and label values that are not UTF-8 as valid, every worker's, as promtool accepts", function()
+    local text
+    for _ = 1, 100 do
+      text = select(2, N.get(port, "/hostile"))
+      local _, n = text:gsub("\nhwtimer_timeouts_fired_total{", "")
+      if n == 2 * #HOSTILE then break end
+      socket.sleep(0.05)
+    end
+    local ok, out = helpers.promtool(text)
+    assert.is_true(ok, out .. "\n" .. text)
+    for _, w in ipairs({ "0", "1" }) do
+      for _, name in ipairs(HOSTILE) do
+        local l = '{site="\\\\xff\\\\\\\\xff",timer="' .. name .. '",worker="' .. w .. '"}'
+        assert.equal(w == "0" and 10 or 20, sample(text, "hwtimer_timeouts_fired_total" .. l), text)
+      end
+    end
   end)
 
   it("shows a killed worker's replacement under its id, counting again", function()
@@ -126,7 +175,24 @@ describe("OpenResty: hwtimer.metrics_ngx", function()
 
   it("names a bad argument", function()
     local _, body = N.get(port, "/bad")
-    assert.equal("bad argument #1 to 'serve' (name of a lua_shared_dict expected, got no_such_dict)\n" ..
-      "bad argument #2 to 'publish' (field 'interval': positive number of seconds expected)\n", body)
+    local labels = "bad argument #2 to 'publish' (field 'labels': key "
+    assert.equal(table.concat({
+      "bad argument #1 to 'serve' (name of a lua_shared_dict expected, got no_such_dict)",
+      "bad argument #2 to 'publish' (field 'interval': positive number of seconds expected)",
+      "bad argument #2 to 'publish' (table expected, got number)",
+      "bad argument #2 to 'publish' (field 'timers': timer 'main': hwtimer.timer expected, got table)",
+      "bad argument #2 to 'publish' (field 'timers': timer 'bad': hwtimer.timer expected, got table)",
+      "bad argument #2 to 'publish' (field 'timers': a timer name (non-empty string) expected as key, got number)",
+      "bad argument #2 to 'publish' (field 'queues': queue 'q': hwtimer.durable queue expected, got table)",
+      labels .. "'worker' is reserved (hwtimer.metrics_ngx writes it))",
+      labels .. "'a-b' is not a label name ([a-zA-Z_][a-zA-Z0-9_]*))",
+      labels .. "'le' is reserved (a histogram's bucket label))",
+      labels .. "'__x' is reserved (names starting with __ are Prometheus'))",
+      "bad argument #2 to 'publish' (field 'prefix': a metric name prefix ([a-zA-Z_][a-zA-Z0-9_]*, not __...) " ..
+        "expected, got 'a:b_')",
+      "bad argument #2 to 'serve' (field 'labels': key 'worker' is reserved (hwtimer.metrics_ngx writes it))",
+      "bad argument #2 to 'collect' (field 'queues': queue 'q': hwtimer.durable queue expected, got table)",
+      "bad argument #2 to 'collect' (table expected, got string)",
+      "" }, "\n"), body)
   end)
 end)
