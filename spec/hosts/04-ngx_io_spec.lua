@@ -162,6 +162,7 @@ http {
         local timer = package.loaded.timer
         local function say(...) ngx.log(ngx.WARN, "exit function ", table.concat({ ... }, " ")) end
         timer:at_exit(function(a, b, c)
+          say("start A")
           ngx.sleep(0.3)
           say("A", a, tostring(b), c, "exiting=" .. tostring(ngx.worker.exiting()), "pending=" .. timer:pending())
         end, 1, nil, 3)
@@ -169,6 +170,7 @@ http {
         local h = timer:at_exit(function() say("C") end)
         local first, second = h:cancel(), h:cancel()
         timer:at_exit(function() error("boom at exit") end)
+        for _, name in ipairs({ "E", "F", "G", "H" }) do timer:at_exit(function() say("start " .. name) end) end
         local ok, err = pcall(timer.at_exit, timer, 42)
         ngx.say(tostring(first), " ", tostring(second), " ", tostring(ok), " ", err)
       }
@@ -533,6 +535,13 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     assert.is_truthy(a, log)
     assert.is_truthy(b, log)
     assert.is_true(b < a, "B waited for A")
+    -- and they start in the order they were given (each one's first line)
+    local at = {}
+    for _, name in ipairs({ "A", "B", "E", "F", "G", "H" }) do
+      at[#at + 1] = log:find("exit function " .. (name == "B" and "" or "start ") .. name, 1, true)
+      assert.is_truthy(at[#at], name .. ": " .. log)
+      if #at > 1 then assert.is_true(at[#at - 1] < at[#at], name .. " started before the one given before it") end
+    end
     assert.is_nil(log:find("exit function C", 1, true), log)
     assert.matches("error in an exit function: [^\n]*boom at exit", log)
   end)
