@@ -1,0 +1,67 @@
+-- Where nothing goes wrong, nothing is written to stderr: the binding prints
+-- only the errors it cannot raise (a callback's with no on_error, a
+-- wake-up hook's, a timer collected with timeouts pending), so a line there
+-- is a defect even when every result is right. Each case runs in a fresh
+-- interpreter whose whole output is read.
+local helpers = require("spec.helpers")
+
+local PRELUDE = [[
+local hwtimer = require("hwtimer")
+local timer = hwtimer.new({ tick = 0.001 })
+local ran = 0
+local function count() ran = ran + 1 end
+]]
+
+local CASES = {
+  { "resets, schedules and cancels on a timer with no wake-up hook nor wake socket", [[
+    local t = timer:schedule(10, count)
+    for i = 1, 10000 do t:reset(i % 2 == 0 and 5 or 0.001) end
+    local e = timer:every(0.002, count)
+    for _ = 1, 1000 do e:reset(0.001) end
+    for i = 1, 1000 do timer:schedule(i % 3 == 0 and 0 or 0.001, count):cancel() end
+    timer:run(0.05)
+    t:cancel()
+    e:cancel()
+    assert(ran > 0)
+  ]] },
+  { "a wake-up hook set, called, then removed", [[
+    local woken = 0
+    local far = timer:schedule(10, count)
+    timer:wakeup(function() woken = woken + 1 end)
+    timer:timeout() -- (the host's planned wake-up: 10 s from now)
+    timer:schedule(0, count)
+    timer:wakeup(nil)
+    local t = timer:schedule(10, count)
+    for _ = 1, 1000 do t:reset(0) t:reset(10) end
+    timer:dispatch()
+    far:cancel()
+    assert(woken >= 1)
+  ]] },
+  { "dispatch, run, take and done, stats and stop with timeouts pending", [[
+    for i = 1, 100 do timer:schedule(i % 2 == 0 and 0 or 0.003, count) end
+    timer:dispatch()
+    timer:run(0.01)
+    timer:schedule(0, count)
+    timer:run(0.01)
+    local s = timer:stats()
+    assert(s)
+    timer:schedule(3600, count)
+    assert(#timer:stop() == 1)
+  ]] },
+  { "a retry that fails, then succeeds", [[
+    local n = 0
+    local r = hwtimer.retry(timer, function() n = n + 1 return n >= 3 end, { delay = 0.001, jitter = 0 })
+    timer:run(1)
+    assert(r:state() == "succeeded")
+  ]] },
+}
+
+describe("stderr", function()
+  for _, case in ipairs(CASES) do
+    it("stays silent: " .. case[1], function()
+      local out, ok = helpers.run_lua(PRELUDE .. case[2] .. "\ntimer:close()\nio.stdout:write('done')\n")
+      assert.is_true(ok, out)
+      assert.equal("done", (out:gsub("exit=%d+%s*$", "")))
+    end)
+  end
+end)
