@@ -286,12 +286,12 @@ check-asan: build/asan/hwtimer/core.so build/asan/hwtimer/sqlite.so $(TESTUTIL)
 # tick, and the SQLite store's checkpoint thread under back-to-back commits
 # (specs that start other processes are left to the other runs).
 check-tsan: build/tsan/hwtimer/core.so build/tsan/hwtimer/sqlite.so $(TESTUTIL)
-	TSAN_OPTIONS="halt_on_error=1 exitcode=66" HWT_STRESS_N=300000 $(SAN_RUN) \
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" HWT_STRESS_N=300000 HWT_TEST_LIMIT=590 $(SAN_RUN) \
 	  LUA_CPATH='build/tsan/?.so;$(BUILD)/test/?.so;;' \
 	  spec/run.sh -t 600 env LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" $(LUA) /usr/bin/busted -- \
 	  spec/core/02-schedule_spec.lua spec/core/03-timeout_spec.lua spec/core/05-every_spec.lua spec/core/13-stress_spec.lua \
 	  spec/core/14-storm_spec.lua spec/core/19-wake_socket_spec.lua
-	TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(SAN_RUN) LUA_CPATH='build/tsan/?.so;$(BUILD)/test/?.so;;' \
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" HWT_TEST_LIMIT=590 $(SAN_RUN) LUA_CPATH='build/tsan/?.so;$(BUILD)/test/?.so;;' \
 	  spec/run.sh -t 600 env LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" $(LUA) /usr/bin/busted -- \
 	  spec/durable/02-sqlite_module_spec.lua
 

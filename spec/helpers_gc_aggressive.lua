@@ -8,3 +8,5 @@ else
   collectgarbage("setpause", 100)
   collectgarbage("setstepmul", 1000)
 end
+-- (this helper replaces .busted's: each test's time limit comes with it)
+dofile("spec/watchdog.lua")

@@ -43,6 +43,9 @@ stop_servers() {
 # one): the soft limit on descriptors goes up to the hard one.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
+# Each test's own limit stays short of the file's (spec/watchdog.lua).
+export HWT_FILE_LIMIT=$limit
+
 # Each file's output is kept too: at the end a failed file's failures are
 # printed again, so that the tail of a long log (all CI shows) names the case.
 logs=$(mktemp -d)

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -144,7 +145,51 @@ static int tu_hold_threads(lua_State *L)
 	return 1;
 }
 
+/* ---- a watchdog for one test ------------------------------------------------ */
+
+/* What the alarm writes before the process exits: set by watchdog(), read
+ * by the handler (a signal handler may only write and _exit). Process state
+ * on purpose: one alarm per process. */
+static char hang_line[1024];
+static size_t hang_len;
+
+static void on_hang(int sig)
+{
+	ssize_t w;
+	(void)sig;
+	w = write(2, hang_line, hang_len);
+	(void)w;
+	_exit(124);
+}
+
+/* watchdog(seconds, message): unless watchdog is called again within
+ * `seconds`, the process writes message to stderr and exits with 124;
+ * watchdog(0) disarms it. A test that hangs in C (a wheel that never
+ * delivers, timer:run waiting for good) is ended in seconds, by name. */
+static int tu_watchdog(lua_State *L)
+{
+	lua_Number secs = luaL_checknumber(L, 1);
+	size_t len = 0;
+	const char *msg = luaL_optlstring(L, 2, "", &len);
+	struct sigaction sa;
+	if (len > sizeof hang_line)
+		len = sizeof hang_line;
+	alarm(0);
+	memcpy(hang_line, msg, len);
+	hang_len = len;
+	if (secs <= 0)
+		return 0;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_hang;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGALRM, &sa, NULL) != 0)
+		return luaL_error(L, "sigaction failed");
+	alarm(secs < 1 ? 1u : (unsigned)secs);
+	return 0;
+}
+
 static const luaL_Reg functions[] = {
+	{ "watchdog", tu_watchdog },
 	{ "hold_threads", tu_hold_threads },
 	{ "release_threads", release },
 	{ "fork", tu_fork },
