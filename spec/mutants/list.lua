@@ -433,10 +433,10 @@ return {
     from = 'err:write("hwtimer-jobs: ", printable(bare(value), true), "\\n")\n    return 1',
     to = 'err:write("hwtimer-jobs: ", printable(bare(value), true), "\\n")\n    return 0' },
   { name = "hwtimer-jobs: --json drops control bytes from strings",
-    file = "lua/hwtimer/jobs_cli.lua", lua = "5.4", specs = { "spec/tools/01-jobs_cli_spec.lua" },
+    file = "lua/hwtimer/jobs_cli_text.lua", lua = "5.4", specs = { "spec/tools/01-jobs_cli_spec.lua" },
     from = 'ESCAPE[string.char(c)] or format("\\\\u%04x", c)', to = 'ESCAPE[string.char(c)] or ""' },
   { name = "hwtimer-jobs: --json passes bytes that are not UTF-8 through",
-    file = "lua/hwtimer/jobs_cli.lua", lua = "5.4", specs = { "spec/tools/01-jobs_cli_spec.lua" },
+    file = "lua/hwtimer/jobs_cli_text.lua", lua = "5.4", specs = { "spec/tools/01-jobs_cli_spec.lua" },
     from = "function() return REPLACEMENT end)", to = "function(b) return string.char(b) end)" },
 
   -- ---- metrics (lua/hwtimer/metrics*.lua) ----
