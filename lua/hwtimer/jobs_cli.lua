@@ -57,7 +57,7 @@ local REDIS_TIMEOUT = 30
 
 local T = require("hwtimer.jobs_cli_text")
 local printable, width, json, number = T.printable, T.width, T.json, T.number
-local valid_utf8, base64, cut, shell_word = T.valid_utf8, T.base64, T.cut, T.shell_word
+local valid_utf8, base64, unbase64, cut, shell_word = T.valid_utf8, T.base64, T.unbase64, T.cut, T.shell_word
 
 ---------------------------------------------------------------------------
 -- Times
@@ -126,7 +126,7 @@ local function read_args(argv)
       local name, value = a:match("^%-%-([^=]+)=(.*)$")
       name = name or a:match("^%-%-(.+)$")
       if a == "-h" then name = "help" end
-      if not (name and (VALUED[name] or FLAGS[name])) then return nil, "unknown option " .. a end
+      if not (name and (VALUED[name] or FLAGS[name])) then return nil, "unknown option " .. printable(a) end
       if o[name] ~= nil then return nil, "option --" .. name .. " given twice" end
       if FLAGS[name] then
         if value then return nil, "option --" .. name .. " takes no value" end
@@ -171,11 +171,24 @@ local function redis_address(s)
   return host, port, db
 end
 
--- A cursor as q:jobs makes them: "due/id".
+-- A cursor as ls prints them: "due/id" as q:jobs makes them, or
+-- "base64:" and that in base64 (a cursor that is not UTF-8 text, or holds
+-- a NUL, which no argument can); the cursor q:jobs takes, or nil.
 local function cursor(s)
-  local due, id = s:match("^([^/]+)/(.+)$")
+  local encoded = s:match("^base64:(.*)$")
+  if encoded then s = unbase64(encoded) end
+  local due, id = (s or ""):match("^([^/]+)/(.+)$")
   due = tonumber(due)
-  return due ~= nil and due == due and due > -math.huge and due < math.huge and id ~= nil
+  if due ~= nil and due == due and due > -math.huge and due < math.huge and id ~= nil then return s end
+  return nil
+end
+
+-- A cursor as ls prints it: as text where it is UTF-8 without a NUL, and
+-- otherwise in base64 (see cursor): for JSON (whose strings are UTF-8) and
+-- for an argument (a NUL ends it).
+local function cursor_text(s)
+  if valid_utf8(s) and not s:find("%z") then return s end
+  return "base64:" .. base64(s)
 end
 
 local function some(v) return v ~= "" end
@@ -232,6 +245,7 @@ local function request(argv)
   o.command, o.id = command, n == 1 and words[2] or nil
   o.queue, o.prefix, o.state = o.queue or QUEUE, o.prefix or PREFIX, o.state or "pending"
   o.limit = tonumber(o.limit) or LIMIT
+  if o.after then o.after = cursor(o.after) end
   return o
 end
 
@@ -375,6 +389,17 @@ local function is_schedule(job) return job.every ~= nil or job.cron ~= nil end
 -- A schedule's fields beside a job's, as q:every stored them and its runs.
 local SCHEDULE = { "cron", "tz", "start", "stop", "limit", "missed", "window", "runs", "scheduled_for" }
 
+-- t, where a string of it is not UTF-8 (JSON's strings are, and show such
+-- bytes as U+FFFD), with the bytes in base64 beside it: name_base64.
+local function with_base64(t)
+  local extra = {}
+  for k, v in pairs(t) do
+    if type(v) == "string" and not valid_utf8(v) then extra[k .. "_base64"] = base64(v) end
+  end
+  for k, v in pairs(extra) do t[k] = v end
+  return t
+end
+
 -- A job as the JSON documents show it: every field, null when unset; a
 -- schedule's too, for a schedule.
 local function job_json(job)
@@ -383,7 +408,6 @@ local function job_json(job)
     attempt = job.attempt, every = job.every or json.null, payload = job.payload or json.null,
     error = job.error or json.null,
   }
-  if job.payload and not valid_utf8(job.payload) then j.payload_base64 = base64(job.payload) end
   if is_schedule(job) then
     for _, k in ipairs(SCHEDULE) do
       local v = job[k]
@@ -392,7 +416,7 @@ local function job_json(job)
     end
     j.scheduled_for_utc = iso(job.scheduled_for)
   end
-  return j
+  return with_base64(j)
 end
 
 local function jobs_json(list)
@@ -433,7 +457,10 @@ function text.jobs(list, now, o, next_cursor)
     rows[#rows + 1] = r
   end
   local s = columns(rows, { [5] = true })
-  if next_cursor then s = s .. "next page: --after " .. shell_word(next_cursor) .. "\n" end
+  if next_cursor then
+    local word = next_cursor:find("%z") and cursor_text(next_cursor) or shell_word(next_cursor)
+    s = s .. "next page: --after " .. word .. "\n"
+  end
   return s
 end
 
@@ -464,7 +491,7 @@ function text.job(job, now)
       { "runs", tostring(job.runs) .. (job.limit and " of " .. job.limit or "") },
       { "start", when(job.start, now) },
       { "stop", when(job.stop, now) },
-      { "missed", job.missed .. (job.window and " within " .. span(job.window) or "") },
+      { "missed", printable(job.missed) .. (job.window and " within " .. span(job.window) or "") },
     }
     for _, l in ipairs(more) do
       if l[2] then lines[#lines + 1] = l end
@@ -498,17 +525,31 @@ local DONE = {
 
 local run = {}
 
+-- q:counts() as JSON: a kind that is not UTF-8 under kinds_base64, by its
+-- bytes in base64 (under kinds, as JSON's U+FFFD, two such would be one).
+local function counts_json(c)
+  local kinds, odd = {}, {}
+  for k, n in pairs(c.kinds) do
+    if valid_utf8(k) then kinds[k] = n else odd[base64(k)] = n end
+  end
+  local j = {}
+  for k, v in pairs(c) do j[k] = v end
+  j.kinds = kinds
+  if next(odd) then j.kinds_base64 = odd end
+  return j
+end
+
 function run.counts(q)
   local c, err = q:counts()
   if not c then return nil, err end
-  return text.counts(c), c
+  return text.counts(c), counts_json(c)
 end
 
 function run.ls(q, engine, o)
   local list, next_cursor = q:jobs({ state = o.state, kind = o.kind, limit = o.limit, after = o.after })
   if not list then return nil, next_cursor end
   return text.jobs(list, engine:now(), o, next_cursor),
-    { jobs = jobs_json(list), next = next_cursor or json.null }
+    { jobs = jobs_json(list), next = next_cursor and cursor_text(next_cursor) or json.null }
 end
 
 function run.show(q, engine, o)
@@ -522,7 +563,7 @@ local function repair(method)
     local ok, err = q[method](q, o.id)
     if ok == false then err = "no job " .. o.id end
     if not ok then return nil, err end
-    return printable(o.id) .. ": " .. DONE[o.command] .. "\n", { ok = true, command = o.command, id = o.id }
+    return printable(o.id) .. ": " .. DONE[o.command] .. "\n", with_base64({ ok = true, command = o.command, id = o.id })
   end
 end
 run.retry, run.run, run.cancel = repair("retry"), repair("run_now"), repair("cancel")

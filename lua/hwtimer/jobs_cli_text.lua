@@ -102,14 +102,17 @@ ESCAPE["\127"] = "\\u007f"
 
 local REPLACEMENT = "\239\191\189" -- U+FFFD
 
---- A JSON string: quote, backslash and control bytes escaped; each byte
--- that does not start a valid UTF-8 sequence replaced by U+FFFD.
+--- A JSON string: quote, backslash and control characters (C0, DEL and
+-- C1: U+0080-U+009F, which a terminal obeys as it does ESC [) escaped; each
+-- byte that does not start a valid UTF-8 sequence replaced by U+FFFD (the
+-- document says where: a *_base64 field beside it holds the bytes).
 function json.string(s)
   if s:find("[\128-\255]") then
     s = map_utf8(s, function(str, i, len) return str:sub(i, i + len - 1) end,
       function() return REPLACEMENT end)
   end
-  return '"' .. s:gsub('[%z\1-\31\127"\\]', ESCAPE) .. '"'
+  s = s:gsub('[%z\1-\31\127"\\]', ESCAPE)
+  return '"' .. s:gsub("\194([\128-\159])", function(b) return format("\\u00%02x", b:byte()) end) .. '"'
 end
 
 -- The shortest of %.15g to %.17g that reads back as the same number;
@@ -179,6 +182,25 @@ local function base64(s)
   return concat(out)
 end
 
+local B64_VALUE = {}
+for k = 1, 64 do B64_VALUE[B64:sub(k, k)] = k - 1 end
+
+-- The bytes of s in base64 as base64() writes it (padded, no other form),
+-- or nil.
+local function unbase64(s)
+  if #s % 4 ~= 0 or s:find("[^%w+/=]") or s:find("=[^=]") then return nil end
+  local out = {}
+  for i = 1, #s, 4 do
+    local n = 0
+    for k = i, i + 3 do n = n * 64 + (B64_VALUE[s:sub(k, k)] or 0) end
+    out[#out + 1] = string.char(floor(n / 65536), floor(n / 256) % 256, n % 256)
+  end
+  local pad = #s:match("=*$")
+  local bytes = concat(out):sub(1, #s / 4 * 3 - pad)
+  if base64(bytes) ~= s then return nil end -- (bits set past the last byte, "=" too many)
+  return bytes
+end
+
 -- Cut text longer than n columns to n, ending in "...".
 local function cut(s, n)
   if width(s) <= n then return s end
@@ -190,16 +212,31 @@ local function cut(s, n)
   return concat(out) .. "..."
 end
 
--- A shell word: quoted where it has more than letters, digits and ._/:=@%+-.
+-- Whether s is text a terminal shows as it is: valid UTF-8 without control
+-- characters (C0, DEL, C1).
+local function plain(s)
+  return valid_utf8(s) and not s:find("[%z\1-\31\127]") and not s:find("\194[\128-\159]")
+end
+
+-- A shell word that reads back as s: as it is where it has letters, digits
+-- and ._/:=@%+- alone, in '...' where it is plain text, and otherwise
+-- (control characters, C1 ones too, bytes that are not UTF-8: an id of
+-- escape sequences) as bash's $'...' with each of those bytes as \xHH, so
+-- that the terminal shows it and a paste gives the bytes back. (bash ends
+-- $'...' at a \x00: a NUL has no shell word.)
 local function shell_word(s)
   if s:match("^[%w._/:=@%%+-]+$") then return s end
-  if not s:find("[%c\127]") then return "'" .. s:gsub("'", "'\\''") .. "'" end
-  -- control bytes (an id of escape sequences): bash's $'...' with every
-  -- byte past ASCII's printable ones as \xHH, written as text and pasted back as they were
-  return "$'" .. s:gsub("[^ -&(-%[%]-~]", function(c) return string.format("\\x%02X", c:byte()) end) .. "'"
+  if plain(s) then return "'" .. s:gsub("'", "'\\''") .. "'" end
+  return "$'" .. map_utf8(s, function(str, i, len)
+    local seq = str:sub(i, i + len - 1)
+    if seq == "'" or seq == "\\" then return "\\" .. seq end
+    if plain(seq) then return seq end
+    return (seq:gsub(".", function(c) return format("\\x%02X", c:byte()) end))
+  end, function(b) return format("\\x%02X", b) end) .. "'"
 end
 
 M.valid_utf8, M.map_utf8, M.printable, M.width = valid_utf8, map_utf8, printable, width
-M.json, M.number, M.base64, M.cut, M.shell_word = json, number, base64, cut, shell_word
+M.json, M.number, M.base64, M.unbase64 = json, number, base64, unbase64
+M.plain, M.cut, M.shell_word = plain, cut, shell_word
 
 return M

@@ -180,6 +180,32 @@ end
 
 ---------------------------------------------------------------------------
 
+-- base64 (RFC 4648, padded) both ways, apart from the tool's
+local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+local function base64(s)
+  local bits = s:gsub(".", function(c)
+    local b, t = c:byte(), {}
+    for k = 8, 1, -1 do t[k], b = b % 2, math.floor(b / 2) end
+    return table.concat(t)
+  end)
+  local out = (bits .. "00000"):gsub("(" .. ("[01]"):rep(6) .. ")", function(six)
+    return B64:sub(tonumber(six, 2) + 1, tonumber(six, 2) + 1)
+  end):gsub("[01]+$", "")
+  return out .. ("="):rep((3 - #s % 3) % 3)
+end
+
+local function unbase64(s)
+  local bits = s:gsub("=", ""):gsub(".", function(c)
+    local v, t = B64:find(c, 1, true) - 1, {}
+    for k = 6, 1, -1 do t[k], v = v % 2, math.floor(v / 2) end
+    return table.concat(t)
+  end)
+  return (bits:gsub("[01]" .. ("[01]"):rep(7), function(eight) return string.char(tonumber(eight, 2)) end)
+    :gsub("[01]+$", ""))
+end
+
+C.base64, C.unbase64 = base64, unbase64
 C.LUA, C.sq, C.COMMAND, C.USAGE_LINE, C.TMP = LUA, sq, COMMAND, USAGE_LINE, TMP
 C.run_with, C.jobs, C.words, C.NULL, C.decode, C.json_of = run_with, jobs, words, NULL, decode, json_of
 C.iso, C.ISO, C.lines, C.usage_error = iso, ISO, lines, usage_error
