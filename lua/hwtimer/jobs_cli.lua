@@ -337,10 +337,7 @@ local function open(o)
   local hwtimer = require("hwtimer")
   local durable = require("hwtimer.durable")
   local opts = { queue = o.queue, window = 0.001 }
-  if o.path then
-    local f, err = io.open(o.path, "rb")
-    if not f then return nil, err .. " (hwtimer-jobs opens a store, never makes one)" end
-    f:close()
+  if o.path then -- (no io.open to see that it is there: the open of a FIFO would wait for a writer)
     opts.path, opts.existing = o.path, true
   else
     local client, err = redis_client(o)
@@ -351,7 +348,11 @@ local function open(o)
   local q, err = durable.open(timer, opts)
   if not q then
     timer:close()
-    return nil, bare(err)
+    err = bare(err)
+    if o.path and err == o.path .. ": No such file or directory" then
+      err = err .. " (hwtimer-jobs opens a store, never makes one)"
+    end
+    return nil, err
   end
   return q, timer, durable.engine(q)
 end

@@ -249,6 +249,45 @@ describe("hwtimer-jobs and hostile bytes", function()
       options = function() return { path = path } end,
       args = function() return { "--path", path } end,
     })
+
+    it("refuses at once a --path that is not a regular file: a FIFO, a directory, a device, a socket", function()
+      local fifo, dir, sock, link = TMP .. "/fifo", TMP .. "/dir.db", TMP .. "/sock", TMP .. "/link.db"
+      assert(helpers.sh("mkfifo " .. sq(fifo) .. " && mkdir -p " .. sq(dir) .. " && ln -sf " .. sq(fifo) .. " "
+        .. sq(link)))
+      assert(helpers.sh("python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' " .. sq(sock)))
+      local cases = { { fifo, "a FIFO" }, { link, "a FIFO" }, { dir, "a directory" }, { sock, "a socket" } }
+      if io.open("/dev/null") then cases[#cases + 1] = { "/dev/null", "a character device" } end
+      for _, c in ipairs(cases) do
+        for _, args in ipairs({ { "--path", c[1], "counts" }, { "--json", "--path=" .. c[1], "ls" } }) do
+          local started = os.time()
+          -- (timeout: a hang is a failure, not a spec that never ends)
+          local out, err, status = run_with("timeout 20", C.COMMAND, args)
+          assert.same({ "", "hwtimer-jobs: " .. c[1] .. ": not a regular file (" .. c[2] .. ")\n", 1 },
+            { out, err, status }, c[1])
+          assert.is_true(os.time() - started < 10)
+        end
+      end
+      -- durable.open of this process: the same (it makes no store there either)
+      local t = hwtimer.new()
+      for _, c in ipairs(cases) do
+        for _, existing in ipairs({ false, true }) do
+          assert.same({ nil, "hwtimer.durable: " .. c[1] .. ": not a regular file (" .. c[2] .. ")" },
+            { durable.open(t, { path = c[1], existing = existing }) })
+        end
+      end
+      -- a store that is missing is not made where it must exist; one behind a symbolic link opens
+      local missing = TMP .. "/missing.db"
+      assert.same({ nil, "hwtimer.durable: " .. missing .. ": No such file or directory" },
+        { durable.open(t, { path = missing, existing = true }) })
+      assert.is_nil(io.open(missing))
+      local q = assert(durable.open(t, { path = TMP .. "/real.db" }))
+      assert(q:schedule("k", 60, nil, { id = "j" }))
+      q:close()
+      assert(helpers.sh("ln -sf " .. sq(TMP .. "/real.db") .. " " .. sq(TMP .. "/alias.db")))
+      assert.same({ "id       j", "", 0 }, { lines((jobs({ "--path", TMP .. "/alias.db", "show", "j" })))[1],
+        select(2, jobs({ "--path", TMP .. "/alias.db", "show", "j" })) })
+      t:close()
+    end)
   end)
 
   describe("with a Redis store", function()
