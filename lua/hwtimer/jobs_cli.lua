@@ -36,9 +36,13 @@ commands:
 
 options:
   --path FILE            an SQLite store (an existing file; the hwtimer-sqlite rock)
-  --redis ADDRESS        a Redis store (an existing one; redis-lua) at HOST:PORT[/DB]
-                         or, over a unix socket, unix:PATH[?db=DB]; database DB
-                         (default 0)
+  --redis ADDRESS        a Redis store (an existing one; redis-lua) at HOST:PORT[/DB],
+                         over a unix socket at unix:PATH[?db=DB], or at
+                         redis://[USER[:PASSWORD]@]HOST[:PORT][/DB] (rediss://:
+                         TLS, with LuaSec); database DB (default 0), port 6379;
+                         USER and PASSWORD percent-encoded; the password is
+                         taken from $REDISCLI_AUTH where the URL has none
+  --cacert FILE          the CAs rediss:// trusts (default: the system's)
   --prefix P             the Redis store's key prefix (default hwtimer)
   --queue Q              the queue (default default)
   --json                 one JSON document on stdout instead of text
@@ -52,10 +56,9 @@ local USAGE_LINE = M.USAGE:match("^([^\n]*)\n")
 
 -- The defaults durable.open has, and the most q:jobs takes.
 local QUEUE, PREFIX, LIMIT, LIMIT_MAX = "default", "hwtimer", 100, 1000
--- Seconds a Redis command may take before the CLI gives up.
-local REDIS_TIMEOUT = 30
-
 local T = require("hwtimer.jobs_cli_text")
+local R = require("hwtimer.jobs_cli_redis")
+local bare = R.bare
 local printable, width, json, number = T.printable, T.width, T.json, T.number
 local valid_utf8, base64, unbase64, cut, shell_word = T.valid_utf8, T.base64, T.unbase64, T.cut, T.shell_word
 
@@ -103,7 +106,7 @@ end
 ---------------------------------------------------------------------------
 
 -- Options that take a value; flags; those of `ls` alone.
-local VALUED = { path = true, redis = true, prefix = true, queue = true,
+local VALUED = { path = true, redis = true, prefix = true, queue = true, cacert = true,
                  state = true, kind = true, limit = true, after = true }
 local FLAGS = { json = true, help = true }
 local LS_ONLY = { "state", "kind", "limit", "after" }
@@ -143,34 +146,6 @@ local function read_args(argv)
   return o, words
 end
 
--- "unix:PATH[?db=DB]" (PATH absolute; "unix:///PATH" as well) -> the
--- socket's path, nil, db; or nil.
-local function unix_address(s)
-  local rest = s:match("^unix:(/.*)$")
-  if not rest then return nil end
-  if rest:sub(1, 3) == "///" then rest = rest:sub(3)
-  elseif rest:sub(1, 2) == "//" then return nil end -- (unix://HOST/...: not a path)
-  local path, db = rest:match("^([^?]+)%?db=(%d+)$")
-  if not path then path, db = rest:match("^([^?]+)$"), "0" end
-  if not path or #db > 9 then return nil end
-  return path, nil, tonumber(db)
-end
-
--- "HOST:PORT[/DB]" -> host, port, db; a unix socket (unix_address): path,
--- nil, db; or nil.
-local function redis_address(s)
-  if s:match("^unix:") then return unix_address(s) end
-  local host, port, db = s:match("^([^/]+):(%d+)/(%d+)$")
-  if not host then
-    host, port = s:match("^([^/]+):(%d+)$")
-    db = "0"
-  end
-  if not host or #port > 5 or #db > 9 then return nil end
-  port, db = tonumber(port), tonumber(db)
-  if port < 1 or port > 65535 then return nil end
-  return host, port, db
-end
-
 -- A cursor as ls prints them: "due/id" as q:jobs makes them, or
 -- "base64:" and that in base64 (a cursor that is not UTF-8 text, or holds
 -- a NUL, which no argument can); the cursor q:jobs takes, or nil.
@@ -196,7 +171,8 @@ local function some(v) return v ~= "" end
 -- The checks of the options' values, in turn: { name, test, what is expected }.
 local VALUES = {
   { "path", some, "a file name" },
-  { "redis", redis_address, "HOST:PORT[/DB] or unix:PATH[?db=DB]" },
+  { "redis", R.address, R.FORMS },
+  { "cacert", some, "a file name" },
   { "prefix", some, "a non-empty prefix" },
   { "queue", some, "a non-empty queue name" },
   { "state", function(v) return v == "pending" or v == "leased" or v == "dead" end, "pending, leased or dead" },
@@ -236,10 +212,11 @@ local function request(argv)
   if o.path and o.redis then return nil, "--path and --redis exclude each other" end
   if not (o.path or o.redis) then return nil, "--path FILE or --redis ADDRESS expected" end
   if o.prefix and not o.redis then return nil, "--prefix is for --redis only" end
+  if o.cacert and not (o.redis and o.redis:match("^rediss:")) then return nil, "--cacert is for --redis rediss://... only" end
   for _, v in ipairs(VALUES) do
     local value = o[v[1]]
     if value and not v[2](value) then
-      return nil, "bad --" .. v[1] .. " '" .. printable(value) .. "': " .. v[3] .. " expected"
+      return nil, "bad --" .. v[1] .. " '" .. printable(R.shown(value)) .. "': " .. v[3] .. " expected"
     end
   end
   o.command, o.id = command, n == 1 and words[2] or nil
@@ -253,83 +230,6 @@ end
 -- The store
 ---------------------------------------------------------------------------
 
--- What messages say after the words of the module that said them.
-local function bare(msg)
-  msg = tostring(msg):gsub("^[^:\n]*%.lua:%d+: ", ""):gsub("^redis error: ", "")
-  return (msg:gsub("^hwtimer%.durable: ", ""))
-end
-
--- redis-lua (Debian lua-redis: installed for Lua 5.1-5.3; its plain Lua
--- runs on 5.4 too, found there through 5.3's directory), or nil.
-local function redis_lua()
-  local ok, redis = pcall(require, "redis")
-  if ok then return redis end
-  if _VERSION ~= "Lua 5.4" then return nil end
-  local path = package.path
-  package.path = path .. ";/usr/share/lua/5.3/?.lua"
-  ok, redis = pcall(require, "redis")
-  if ok then return redis end
-  package.path = path
-  return nil
-end
-
--- A client of redis-lua `redis` at `host` and `port` (a unix socket's path
--- and no port), database `db` selected, and where it is, as messages say;
--- or nil and why not.
-local function redis_at(redis, host, port, db)
-  local where, ok, client
-  if port then
-    where = host .. ":" .. port .. "/" .. db
-    ok, client = pcall(redis.connect, host, port, REDIS_TIMEOUT)
-  else
-    where = "unix:" .. host .. "?db=" .. db
-    ok, client = pcall(redis.connect, { scheme = "unix", path = host, timeout = REDIS_TIMEOUT })
-  end
-  if not ok then -- (redis-lua: "could not connect to HOST:PORT [why]")
-    client = bare(client)
-    return nil, "cannot connect to Redis at " .. where .. ": " .. (client:match("%[(.+)%]$") or client)
-  end
-  return client, where
-end
-
--- A client of the Redis store of `o`, its database selected, once its
--- store is found there (durable.open would make one where there is none);
--- or nil and why not. A node of a Redis Cluster that does not serve the
--- queue's slot answers MOVED with the one that does: that one is asked
--- instead (once; a queue's keys share one hash tag, so one node holds them
--- all).
-local function redis_client(o)
-  local redis = redis_lua()
-  if not redis then
-    return nil, "--redis needs redis-lua (Debian: apt-get install lua-redis; luarocks install redis-lua)"
-  end
-  local host, port, db = redis_address(o.redis)
-  local meta = "{" .. o.prefix .. ":" .. o.queue .. "}:meta"
-  for hop = 1, 2 do
-    local client, where = redis_at(redis, host, port, db)
-    if not client then return nil, where end
-    local ok, found = pcall(function()
-      if db ~= 0 then client:select(db) end
-      return client:exists(meta)
-    end)
-    local moved = not ok and hop == 1 and bare(found):match("^MOVED %d+ (.+:%d+)$")
-    if moved then
-      pcall(client.quit, client)
-      host, port = moved:match("^%[?(.-)%]?:(%d+)$")
-      port = tonumber(port)
-    elseif not ok then
-      pcall(client.quit, client)
-      return nil, "Redis at " .. where .. ": " .. bare(found)
-    elseif found ~= true and found ~= 1 then
-      pcall(client.quit, client)
-      return nil, format("no hwtimer.durable store {%s:%s} in Redis at %s (see --prefix and --queue)",
-        printable(o.prefix), printable(o.queue), where)
-    else
-      return client
-    end
-  end
-end
-
 -- Open the store of `o` on a timer of its own: queue, timer; or nil and
 -- why not. The window is a millisecond and the timer never runs: nothing
 -- is loaded into it, nothing is claimed.
@@ -340,7 +240,7 @@ local function open(o)
   if o.path then -- (no io.open to see that it is there: the open of a FIFO would wait for a writer)
     opts.path, opts.existing = o.path, true
   else
-    local client, err = redis_client(o)
+    local client, err = R.client(o)
     if not client then return nil, err end
     opts.redis, opts.prefix = client, o.prefix
   end

@@ -425,9 +425,9 @@ return {
 
   -- ---- hwtimer-jobs (lua/hwtimer/jobs_cli.lua, run as a command) ----
   { name = "hwtimer-jobs: a Redis Cluster node's MOVED is not followed",
-    file = "lua/hwtimer/jobs_cli.lua", lua = "5.4", specs = { "spec/tools/01-jobs_cli_spec.lua" },
+    file = "lua/hwtimer/jobs_cli_redis.lua", lua = "5.4", specs = { "spec/tools/01-jobs_cli_spec.lua" },
     filter = { "with a store on a Redis Cluster" },
-    from = "local moved = not ok and hop == 1 and", to = "local moved = not ok and hop == 0 and" },
+    from = "local moved = not client and hop == 1 and", to = "local moved = not client and hop == 0 and" },
   { name = "hwtimer-jobs: a refusal exits 0",
     file = "lua/hwtimer/jobs_cli.lua", lua = "5.4", specs = { "spec/tools/01-jobs_cli_spec.lua" },
     from = 'err:write("hwtimer-jobs: ", printable(bare(value), true), "\\n")\n    return 1',

@@ -17,7 +17,7 @@ local run_with, jobs, words, NULL, json_of = C.run_with, C.jobs, C.words, C.NULL
 local iso, ISO, lines, usage_error = C.iso, C.ISO, C.lines, C.usage_error
 local USAGE_LINE = C.USAGE_LINE
 
-local REDIS_FORMS = "HOST:PORT[/DB] or unix:PATH[?db=DB] expected"
+local REDIS_FORMS = "HOST:PORT[/DB], unix:PATH[?db=DB] or redis[s]://[USER[:PASSWORD]@]HOST[:PORT][/DB] expected"
 local have_sqlite = pcall(require, "hwtimer.sqlite")
 local have_socket, N = pcall(require, "spec.nginx")
 local redis = have_socket and N.redis_lua()
