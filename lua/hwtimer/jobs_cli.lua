@@ -212,7 +212,9 @@ local function request(argv)
   if o.path and o.redis then return nil, "--path and --redis exclude each other" end
   if not (o.path or o.redis) then return nil, "--path FILE or --redis ADDRESS expected" end
   if o.prefix and not o.redis then return nil, "--prefix is for --redis only" end
-  if o.cacert and not (o.redis and o.redis:match("^rediss:")) then return nil, "--cacert is for --redis rediss://... only" end
+  if o.cacert and not (o.redis and o.redis:match("^rediss:")) then
+    return nil, "--cacert is for --redis rediss://... only"
+  end
   for _, v in ipairs(VALUES) do
     local value = o[v[1]]
     if value and not v[2](value) then
@@ -464,7 +466,8 @@ local function repair(method)
     local ok, err = q[method](q, o.id)
     if ok == false then err = "no job " .. o.id end
     if not ok then return nil, err end
-    return printable(o.id) .. ": " .. DONE[o.command] .. "\n", with_base64({ ok = true, command = o.command, id = o.id })
+    return printable(o.id) .. ": " .. DONE[o.command] .. "\n",
+      with_base64({ ok = true, command = o.command, id = o.id })
   end
 end
 run.retry, run.run, run.cancel = repair("retry"), repair("run_now"), repair("cancel")

@@ -38,7 +38,9 @@ describe("durable.open on a Redis server with a password", function()
     return c
   end
 
-  local function open(c, prefix) return durable.open(timer, { redis = c, prefix = prefix, on_error = function() end }) end
+  local function open(c, prefix)
+    return durable.open(timer, { redis = c, prefix = prefix, on_error = function() end })
+  end
 
   it("says NOAUTH to a client that did not authenticate, however many times it is asked", function()
     for _, prefix in ipairs({ "a", "a", "b" }) do

@@ -96,6 +96,11 @@ describe("hwtimer-jobs and hostile bytes", function()
     assert.same({ "", 1 }, { out, status })
     assert_safe(err, "--redis")
     assert.truthy(err:find("\\x1B[8m\\x9Bh:1", 1, true), err)
+    if have_sqlite then -- (a file name in the store's refusal)
+      out, err, status = jobs({ "--path", TMP .. "/\194\155" .. "2J\255.db", "counts" })
+      assert.same({ "", "hwtimer-jobs: " .. TMP .. "/\\xC2\\x9B2J\\xFF.db: No such file or directory (hwtimer-jobs "
+        .. "opens a store, never makes one)\n", 1 }, { out, err, status })
+    end
   end)
 
   local function contract(env)
@@ -223,7 +228,8 @@ describe("hwtimer-jobs and hostile bytes", function()
       assert.same({ 5, 1 }, { c.pending, c.dead })
       -- a dead job's error, a repair's id
       local dead = json_of(cli("--json", "show", "gone\255"))
-      assert.same({ "down \239\191\189\27", "ZG93biD+Gw==", "Z29uZf8=" }, { dead.error, dead.error_base64, dead.id_base64 })
+      assert.same({ "down \239\191\189\27", "ZG93biD+Gw==", "Z29uZf8=" },
+        { dead.error, dead.error_base64, dead.id_base64 })
       assert.same({ command = "run", id = "x\239\191\189", id_base64 = "eP8=", ok = true },
         json_of(cli("--json", "run", "x\255")))
       -- a cursor that holds a NUL: as text too, in base64 (no argument holds a NUL)

@@ -39,7 +39,8 @@ describe("hwtimer-jobs with a Redis server that wants a password", function()
   it("refuses a --redis URL it cannot read, its password shown as ***, before any server is asked", function()
     local cases = {
       { "redis://:%zz@h:1", "redis://:***@h:1" }, { "redis://u:p%4@h:1", "redis://u:***@h:1" },
-      { "redis://%g0@h", "redis://%g0@h" }, { "redis://h:0", "redis://h:0" }, { "rediss://h:70000", "rediss://h:70000" },
+      { "redis://%g0@h", "redis://%g0@h" }, { "redis://h:0", "redis://h:0" },
+      { "rediss://h:70000", "rediss://h:70000" },
       { "redis://", "redis://" }, { "redis://h:1/x", "redis://h:1/x" }, { "redis://[::1:1", "redis://[::1:1" },
       { "redis:h:1", "redis:h:1" }, { "redis://h:1/2/3", "redis://h:1/2/3" },
     }
