@@ -71,9 +71,10 @@ endif
 # Every package a step uses, by the step: a fresh machine has gcc and make only.
 # lua-nginx-redis is lua-resty-redis (nginx's cosocket client: module nginx.redis);
 # lua-redis is redis-lua (the specs' and benches' client outside nginx).
+# lua-sec: LuaSec, hwtimer-jobs' rediss:// (TLS); openssl: the TLS spec's certificates.
 # tzdata: the zones hwtimer.cron reads; python3-croniter: the cron specs'
 # oracle (Debian's /usr/bin/python3 with its zoneinfo checks the zones too).
-BASE_PACKAGES  := lua-busted lua-socket lua-luv lua-cqueues lua-copas luarocks pkg-config gcc make \
+BASE_PACKAGES  := lua-busted lua-socket lua-sec openssl lua-luv lua-cqueues lua-copas luarocks pkg-config gcc make \
                   nginx libnginx-mod-http-lua libsqlite3-dev sqlite3 redis-server lua-redis \
                   lua-nginx-redis procps zip unzip prometheus tzdata python3-croniter
 ALL_LUA_PACKAGES := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3-dev \

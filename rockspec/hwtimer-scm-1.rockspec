@@ -54,6 +54,8 @@ build = {
     ["hwtimer.durable.redis_batch"] = "lua/hwtimer/durable/redis_batch.lua",
     ["hwtimer.durable.redis_entry"] = "lua/hwtimer/durable/redis_entry.lua",
     ["hwtimer.jobs_cli"] = "lua/hwtimer/jobs_cli.lua",
+    ["hwtimer.jobs_cli_text"] = "lua/hwtimer/jobs_cli_text.lua",
+    ["hwtimer.jobs_cli_redis"] = "lua/hwtimer/jobs_cli_redis.lua",
     ["hwtimer.core"] = {
       sources = { "csrc/wheel.c", "csrc/worker.c", "csrc/driver.c", "csrc/pipe.c", "csrc/clock.c",
                   "csrc/lbase.c", "csrc/larm.c", "csrc/ltimer.c", "csrc/ltimeout.c", "csrc/lstats.c",

@@ -277,18 +277,20 @@ local function stop_redis(servers, keep)
   end
 end
 
--- A redis-server for a spec: { port =, socket =, stop = fn, restart = fn }
+-- A redis-server for a spec: { port =, socket =, dir =, stop = fn, restart = fn }
 -- (stopped by its pid; restart([pause]): its data saved, stopped, `pause`
--- seconds down, then started again on the same port with that data).
-function N.start_redis()
-  local node = redis_server()
-  local self = { port = node.port, socket = node.socket }
+-- seconds down, then started again on the same port with that data);
+-- `extra`: more of redis-server's options (a password, TLS; restart() is
+-- for a server without a password).
+function N.start_redis(extra)
+  local node = redis_server(extra)
+  local self = { port = node.port, socket = node.socket, dir = node.dir }
   function self.stop() stop_redis({ node }) end
   function self.restart(pause)
     assert(sh("redis-cli -p " .. self.port .. " save >/dev/null"))
     stop_redis({ node }, true)
     if pause then socket.sleep(pause) end
-    node = redis_server(nil, self.port, node.dir)
+    node = redis_server(extra, self.port, node.dir)
   end
   return self
 end

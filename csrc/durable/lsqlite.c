@@ -8,8 +8,10 @@
  * back as nil, message; a wrong argument raises. Lua 5.1-5.4 and LuaJIT
  * through ../compat.h.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <sqlite3.h>
@@ -67,16 +69,64 @@ static lstmt *check_stmt(lua_State *L, int idx)
 
 /* ---- the connection -------------------------------------------------------- */
 
-/* sqlite.open(path): a connection (read-write, created if missing) or nil, message. */
+/* What a file of mode m is, where it is not a regular file: "a FIFO", ... */
+static const char *file_type(mode_t m)
+{
+	if (S_ISDIR(m))
+		return "a directory";
+	if (S_ISFIFO(m))
+		return "a FIFO";
+	if (S_ISSOCK(m))
+		return "a socket";
+	if (S_ISCHR(m))
+		return "a character device";
+	if (S_ISBLK(m))
+		return "a block device";
+	return "not a regular file";
+}
+
+/*
+ * Why `path` cannot be a store, or NULL: what is not a regular file (SQLite
+ * gives "disk I/O error" for a FIFO, "unable to open database file" for a
+ * directory, and takes /dev/null for an empty database), or, `existing`, a
+ * file that is not there. stat(), not open(): an open of a FIFO for
+ * reading waits for a writer. The names SQLite gives a meaning to (":memory:",
+ * "", URIs "file:...") are left to it.
+ */
+static const char *not_a_store(lua_State *L, const char *path, int existing)
+{
+	struct stat st;
+	if (path[0] == '\0' || strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0)
+		return NULL;
+	if (stat(path, &st) != 0)
+		return existing || errno != ENOENT ? strerror(errno) : NULL;
+	if (S_ISREG(st.st_mode))
+		return NULL;
+	return lua_pushfstring(L, "not a regular file (%s)", file_type(st.st_mode));
+}
+
+/*
+ * sqlite.open(path [, existing]): a connection (read-write; created if
+ * missing, unless `existing`) or nil, message. What is not a regular file
+ * (a FIFO, a directory, a device, a socket) is refused before SQLite opens it.
+ */
 static int l_open(lua_State *L)
 {
 	const char *path = luaL_checkstring(L, 1);
-	ldb *d = (ldb *)hwt_newuserdata(L, sizeof *d, 0);
+	int existing = lua_toboolean(L, 2);
+	const char *why = not_a_store(L, path, existing);
+	ldb *d;
 	int rc;
+	if (why) {
+		lua_pushnil(L);
+		lua_pushstring(L, why);
+		return 2;
+	}
+	d = (ldb *)hwt_newuserdata(L, sizeof *d, 0);
 	d->db = NULL;
 	d->ckpt = NULL;
 	set_meta(L, DB_NAME);
-	rc = sqlite3_open_v2(path, &d->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+	rc = sqlite3_open_v2(path, &d->db, SQLITE_OPEN_READWRITE | (existing ? 0 : SQLITE_OPEN_CREATE) |
 	                     SQLITE_OPEN_NOMUTEX, NULL);
 	if (rc != SQLITE_OK) {
 		lua_pushnil(L);

@@ -36,9 +36,13 @@ commands:
 
 options:
   --path FILE            an SQLite store (an existing file; the hwtimer-sqlite rock)
-  --redis ADDRESS        a Redis store (an existing one; redis-lua) at HOST:PORT[/DB]
-                         or, over a unix socket, unix:PATH[?db=DB]; database DB
-                         (default 0)
+  --redis ADDRESS        a Redis store (an existing one; redis-lua) at HOST:PORT[/DB],
+                         over a unix socket at unix:PATH[?db=DB], or at
+                         redis://[USER[:PASSWORD]@]HOST[:PORT][/DB] (rediss://:
+                         TLS, with LuaSec); database DB (default 0), port 6379;
+                         USER and PASSWORD percent-encoded; the password is
+                         taken from $REDISCLI_AUTH where the URL has none
+  --cacert FILE          the CAs rediss:// trusts (default: the system's)
   --prefix P             the Redis store's key prefix (default hwtimer)
   --queue Q              the queue (default default)
   --json                 one JSON document on stdout instead of text
@@ -52,84 +56,15 @@ local USAGE_LINE = M.USAGE:match("^([^\n]*)\n")
 
 -- The defaults durable.open has, and the most q:jobs takes.
 local QUEUE, PREFIX, LIMIT, LIMIT_MAX = "default", "hwtimer", 100, 1000
--- Seconds a Redis command may take before the CLI gives up.
-local REDIS_TIMEOUT = 30
+local T = require("hwtimer.jobs_cli_text")
+local R = require("hwtimer.jobs_cli_redis")
+local bare = R.bare
+local printable, width, json, number = T.printable, T.width, T.json, T.number
+local valid_utf8, base64, unbase64, cut, shell_word = T.valid_utf8, T.base64, T.unbase64, T.cut, T.shell_word
 
 ---------------------------------------------------------------------------
--- Text: UTF-8, printable forms, times
+-- Times
 ---------------------------------------------------------------------------
-
--- The length of the valid UTF-8 sequence at s[i] (1 to 4), or nil where
--- s[i] starts none (RFC 3629: no overlong forms, no surrogates, at most
--- U+10FFFF).
-local function utf8_at(s, i)
-  local c = s:byte(i)
-  if c < 0x80 then return 1 end
-  local n, lo, hi = nil, 0x80, 0xBF
-  if c >= 0xC2 and c <= 0xDF then n = 2
-  elseif c == 0xE0 then n, lo = 3, 0xA0
-  elseif c == 0xED then n, hi = 3, 0x9F
-  elseif c >= 0xE1 and c <= 0xEF then n = 3
-  elseif c == 0xF0 then n, lo = 4, 0x90
-  elseif c == 0xF4 then n, hi = 4, 0x8F
-  elseif c >= 0xF1 and c <= 0xF3 then n = 4
-  else return nil end
-  for k = 1, n - 1 do
-    local b = s:byte(i + k)
-    if not b or b < (k == 1 and lo or 0x80) or b > (k == 1 and hi or 0xBF) then return nil end
-  end
-  return n
-end
-
--- Call piece(s, i, n) for each valid sequence and bad(byte) for each byte
--- that starts none, in turn; the pieces' results, concatenated.
-local function map_utf8(s, piece, bad)
-  local out, i, n = {}, 1, #s
-  while i <= n do
-    local len = utf8_at(s, i)
-    if len then
-      out[#out + 1] = piece(s, i, len)
-      i = i + len
-    else
-      out[#out + 1] = bad(s:byte(i))
-      i = i + 1
-    end
-  end
-  return concat(out)
-end
-
-local function valid_utf8(s)
-  local i, n = 1, #s
-  while i <= n do
-    local len = utf8_at(s, i)
-    if not len then return false end
-    i = i + len
-  end
-  return true
-end
-
-local SHOWN = { ["\\"] = "\\\\", ['"'] = '\\"', ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
-
--- s as a terminal may show it: valid UTF-8 as it is, but backslash, quote
--- (unless `message`: a message's quotes are its own), control characters
--- (C0, DEL, C1) and bytes that are not UTF-8 escaped (\n, \t, \r, \xHH).
-local function printable(s, message)
-  return map_utf8(s, function(str, i, len)
-    local seq = str:sub(i, i + len - 1)
-    local c = seq:byte(1)
-    if SHOWN[seq] and not (message and seq == '"') then return SHOWN[seq] end
-    if c < 0x20 or c == 0x7F then return format("\\x%02X", c) end
-    if c == 0xC2 and seq:byte(2) < 0xA0 then return format("\\x%02X\\x%02X", seq:byte(1, 2)) end
-    return seq
-  end, function(b) return format("\\x%02X", b) end)
-end
-
--- Columns a string takes: its UTF-8 characters (printable() has escaped
--- everything else).
-local function width(s)
-  local _, n = s:gsub("[^\128-\191]", "")
-  return n
-end
 
 -- An epoch as UTC ISO-8601 with milliseconds, or the number where os.date
 -- cannot show it.
@@ -167,108 +102,11 @@ local function relative(t, now)
 end
 
 ---------------------------------------------------------------------------
--- JSON: a small encoder (objects' keys sorted, so the output is the same
--- for the same data)
----------------------------------------------------------------------------
-
-local json = {}
-
-local ARRAY = {}
-json.null = setmetatable({}, { __tostring = function() return "null" end })
-
---- t, marked to be encoded as an array (an empty table is an object).
-function json.array(t) return setmetatable(t, ARRAY) end
-
-local ESCAPE = { ['"'] = '\\"', ["\\"] = "\\\\", ["\b"] = "\\b", ["\f"] = "\\f", ["\n"] = "\\n",
-                 ["\r"] = "\\r", ["\t"] = "\\t" }
-for c = 0, 31 do ESCAPE[string.char(c)] = ESCAPE[string.char(c)] or format("\\u%04x", c) end
-ESCAPE["\127"] = "\\u007f"
-
-local REPLACEMENT = "\239\191\189" -- U+FFFD
-
---- A JSON string: quote, backslash and control bytes escaped; each byte
--- that does not start a valid UTF-8 sequence replaced by U+FFFD.
-function json.string(s)
-  if s:find("[\128-\255]") then
-    s = map_utf8(s, function(str, i, len) return str:sub(i, i + len - 1) end,
-      function() return REPLACEMENT end)
-  end
-  return '"' .. s:gsub('[%z\1-\31\127"\\]', ESCAPE) .. '"'
-end
-
--- The shortest of %.15g to %.17g that reads back as the same number;
--- null where JSON has none (NaN, infinities).
-local function number(v)
-  if v ~= v or v == math.huge or v == -math.huge then return "null" end
-  for digits = 15, 17 do
-    local s = format("%." .. digits .. "g", v)
-    if tonumber(s) == v then return s end
-  end
-end
-
-local function encode(v, out)
-  local t = type(v)
-  if v == nil or v == json.null then
-    out[#out + 1] = "null"
-  elseif t == "boolean" then
-    out[#out + 1] = tostring(v)
-  elseif t == "number" then
-    out[#out + 1] = number(v)
-  elseif t == "string" then
-    out[#out + 1] = json.string(v)
-  elseif t == "table" and getmetatable(v) == ARRAY then
-    out[#out + 1] = "["
-    for i = 1, #v do
-      if i > 1 then out[#out + 1] = "," end
-      encode(v[i], out)
-    end
-    out[#out + 1] = "]"
-  elseif t == "table" then
-    local keys = {}
-    for k in pairs(v) do keys[#keys + 1] = tostring(k) end
-    table.sort(keys)
-    out[#out + 1] = "{"
-    for i, k in ipairs(keys) do
-      if i > 1 then out[#out + 1] = "," end
-      out[#out + 1] = json.string(k) .. ":"
-      encode(v[k], out)
-    end
-    out[#out + 1] = "}"
-  else
-    error("hwtimer-jobs: cannot encode a " .. t .. " as JSON")
-  end
-end
-
---- v as JSON text.
-function json.encode(v)
-  local out = {}
-  encode(v, out)
-  return concat(out)
-end
-
-local B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-
--- s in base64 (RFC 4648, with padding).
-local function base64(s)
-  local out = {}
-  for i = 1, #s, 3 do
-    local a, b, c = s:byte(i, i + 2)
-    local n = a * 65536 + (b or 0) * 256 + (c or 0)
-    local d = { floor(n / 262144), floor(n / 4096) % 64, floor(n / 64) % 64, n % 64 }
-    for k = 1, 4 do d[k] = B64:sub(d[k] + 1, d[k] + 1) end
-    if not c then d[4] = "=" end
-    if not b then d[3] = "=" end
-    out[#out + 1] = concat(d)
-  end
-  return concat(out)
-end
-
----------------------------------------------------------------------------
 -- The arguments
 ---------------------------------------------------------------------------
 
 -- Options that take a value; flags; those of `ls` alone.
-local VALUED = { path = true, redis = true, prefix = true, queue = true,
+local VALUED = { path = true, redis = true, prefix = true, queue = true, cacert = true,
                  state = true, kind = true, limit = true, after = true }
 local FLAGS = { json = true, help = true }
 local LS_ONLY = { "state", "kind", "limit", "after" }
@@ -291,7 +129,7 @@ local function read_args(argv)
       local name, value = a:match("^%-%-([^=]+)=(.*)$")
       name = name or a:match("^%-%-(.+)$")
       if a == "-h" then name = "help" end
-      if not (name and (VALUED[name] or FLAGS[name])) then return nil, "unknown option " .. a end
+      if not (name and (VALUED[name] or FLAGS[name])) then return nil, "unknown option " .. printable(a) end
       if o[name] ~= nil then return nil, "option --" .. name .. " given twice" end
       if FLAGS[name] then
         if value then return nil, "option --" .. name .. " takes no value" end
@@ -308,39 +146,24 @@ local function read_args(argv)
   return o, words
 end
 
--- "unix:PATH[?db=DB]" (PATH absolute; "unix:///PATH" as well) -> the
--- socket's path, nil, db; or nil.
-local function unix_address(s)
-  local rest = s:match("^unix:(/.*)$")
-  if not rest then return nil end
-  if rest:sub(1, 3) == "///" then rest = rest:sub(3)
-  elseif rest:sub(1, 2) == "//" then return nil end -- (unix://HOST/...: not a path)
-  local path, db = rest:match("^([^?]+)%?db=(%d+)$")
-  if not path then path, db = rest:match("^([^?]+)$"), "0" end
-  if not path or #db > 9 then return nil end
-  return path, nil, tonumber(db)
-end
-
--- "HOST:PORT[/DB]" -> host, port, db; a unix socket (unix_address): path,
--- nil, db; or nil.
-local function redis_address(s)
-  if s:match("^unix:") then return unix_address(s) end
-  local host, port, db = s:match("^([^/]+):(%d+)/(%d+)$")
-  if not host then
-    host, port = s:match("^([^/]+):(%d+)$")
-    db = "0"
-  end
-  if not host or #port > 5 or #db > 9 then return nil end
-  port, db = tonumber(port), tonumber(db)
-  if port < 1 or port > 65535 then return nil end
-  return host, port, db
-end
-
--- A cursor as q:jobs makes them: "due/id".
+-- A cursor as ls prints them: "due/id" as q:jobs makes them, or
+-- "base64:" and that in base64 (a cursor that is not UTF-8 text, or holds
+-- a NUL, which no argument can); the cursor q:jobs takes, or nil.
 local function cursor(s)
-  local due, id = s:match("^([^/]+)/(.+)$")
+  local encoded = s:match("^base64:(.*)$")
+  if encoded then s = unbase64(encoded) end
+  local due, id = (s or ""):match("^([^/]+)/(.+)$")
   due = tonumber(due)
-  return due ~= nil and due == due and due > -math.huge and due < math.huge and id ~= nil
+  if due ~= nil and due == due and due > -math.huge and due < math.huge and id ~= nil then return s end
+  return nil
+end
+
+-- A cursor as ls prints it: as text where it is UTF-8 without a NUL, and
+-- otherwise in base64 (see cursor): for JSON (whose strings are UTF-8) and
+-- for an argument (a NUL ends it).
+local function cursor_text(s)
+  if valid_utf8(s) and not s:find("%z") then return s end
+  return "base64:" .. base64(s)
 end
 
 local function some(v) return v ~= "" end
@@ -348,7 +171,8 @@ local function some(v) return v ~= "" end
 -- The checks of the options' values, in turn: { name, test, what is expected }.
 local VALUES = {
   { "path", some, "a file name" },
-  { "redis", redis_address, "HOST:PORT[/DB] or unix:PATH[?db=DB]" },
+  { "redis", R.address, R.FORMS },
+  { "cacert", some, "a file name" },
   { "prefix", some, "a non-empty prefix" },
   { "queue", some, "a non-empty queue name" },
   { "state", function(v) return v == "pending" or v == "leased" or v == "dead" end, "pending, leased or dead" },
@@ -388,98 +212,25 @@ local function request(argv)
   if o.path and o.redis then return nil, "--path and --redis exclude each other" end
   if not (o.path or o.redis) then return nil, "--path FILE or --redis ADDRESS expected" end
   if o.prefix and not o.redis then return nil, "--prefix is for --redis only" end
+  if o.cacert and not (o.redis and o.redis:match("^rediss:")) then
+    return nil, "--cacert is for --redis rediss://... only"
+  end
   for _, v in ipairs(VALUES) do
     local value = o[v[1]]
     if value and not v[2](value) then
-      return nil, "bad --" .. v[1] .. " '" .. printable(value) .. "': " .. v[3] .. " expected"
+      return nil, "bad --" .. v[1] .. " '" .. printable(R.shown(value)) .. "': " .. v[3] .. " expected"
     end
   end
   o.command, o.id = command, n == 1 and words[2] or nil
   o.queue, o.prefix, o.state = o.queue or QUEUE, o.prefix or PREFIX, o.state or "pending"
   o.limit = tonumber(o.limit) or LIMIT
+  if o.after then o.after = cursor(o.after) end
   return o
 end
 
 ---------------------------------------------------------------------------
 -- The store
 ---------------------------------------------------------------------------
-
--- What messages say after the words of the module that said them.
-local function bare(msg)
-  msg = tostring(msg):gsub("^[^:\n]*%.lua:%d+: ", ""):gsub("^redis error: ", "")
-  return (msg:gsub("^hwtimer%.durable: ", ""))
-end
-
--- redis-lua (Debian lua-redis: installed for Lua 5.1-5.3; its plain Lua
--- runs on 5.4 too, found there through 5.3's directory), or nil.
-local function redis_lua()
-  local ok, redis = pcall(require, "redis")
-  if ok then return redis end
-  if _VERSION ~= "Lua 5.4" then return nil end
-  local path = package.path
-  package.path = path .. ";/usr/share/lua/5.3/?.lua"
-  ok, redis = pcall(require, "redis")
-  if ok then return redis end
-  package.path = path
-  return nil
-end
-
--- A client of redis-lua `redis` at `host` and `port` (a unix socket's path
--- and no port), database `db` selected, and where it is, as messages say;
--- or nil and why not.
-local function redis_at(redis, host, port, db)
-  local where, ok, client
-  if port then
-    where = host .. ":" .. port .. "/" .. db
-    ok, client = pcall(redis.connect, host, port, REDIS_TIMEOUT)
-  else
-    where = "unix:" .. host .. "?db=" .. db
-    ok, client = pcall(redis.connect, { scheme = "unix", path = host, timeout = REDIS_TIMEOUT })
-  end
-  if not ok then -- (redis-lua: "could not connect to HOST:PORT [why]")
-    client = bare(client)
-    return nil, "cannot connect to Redis at " .. where .. ": " .. (client:match("%[(.+)%]$") or client)
-  end
-  return client, where
-end
-
--- A client of the Redis store of `o`, its database selected, once its
--- store is found there (durable.open would make one where there is none);
--- or nil and why not. A node of a Redis Cluster that does not serve the
--- queue's slot answers MOVED with the one that does: that one is asked
--- instead (once; a queue's keys share one hash tag, so one node holds them
--- all).
-local function redis_client(o)
-  local redis = redis_lua()
-  if not redis then
-    return nil, "--redis needs redis-lua (Debian: apt-get install lua-redis; luarocks install redis-lua)"
-  end
-  local host, port, db = redis_address(o.redis)
-  local meta = "{" .. o.prefix .. ":" .. o.queue .. "}:meta"
-  for hop = 1, 2 do
-    local client, where = redis_at(redis, host, port, db)
-    if not client then return nil, where end
-    local ok, found = pcall(function()
-      if db ~= 0 then client:select(db) end
-      return client:exists(meta)
-    end)
-    local moved = not ok and hop == 1 and bare(found):match("^MOVED %d+ (.+:%d+)$")
-    if moved then
-      pcall(client.quit, client)
-      host, port = moved:match("^%[?(.-)%]?:(%d+)$")
-      port = tonumber(port)
-    elseif not ok then
-      pcall(client.quit, client)
-      return nil, "Redis at " .. where .. ": " .. bare(found)
-    elseif found ~= true and found ~= 1 then
-      pcall(client.quit, client)
-      return nil, format("no hwtimer.durable store {%s:%s} in Redis at %s (see --prefix and --queue)",
-        printable(o.prefix), printable(o.queue), where)
-    else
-      return client
-    end
-  end
-end
 
 -- Open the store of `o` on a timer of its own: queue, timer; or nil and
 -- why not. The window is a millisecond and the timer never runs: nothing
@@ -488,13 +239,10 @@ local function open(o)
   local hwtimer = require("hwtimer")
   local durable = require("hwtimer.durable")
   local opts = { queue = o.queue, window = 0.001 }
-  if o.path then
-    local f, err = io.open(o.path, "rb")
-    if not f then return nil, err .. " (hwtimer-jobs opens a store, never makes one)" end
-    f:close()
+  if o.path then -- (no io.open to see that it is there: the open of a FIFO would wait for a writer)
     opts.path, opts.existing = o.path, true
   else
-    local client, err = redis_client(o)
+    local client, err = R.client(o)
     if not client then return nil, err end
     opts.redis, opts.prefix = client, o.prefix
   end
@@ -502,7 +250,11 @@ local function open(o)
   local q, err = durable.open(timer, opts)
   if not q then
     timer:close()
-    return nil, bare(err)
+    err = bare(err)
+    if o.path and err == o.path .. ": No such file or directory" then
+      err = err .. " (hwtimer-jobs opens a store, never makes one)"
+    end
+    return nil, err
   end
   return q, timer, durable.engine(q)
 end
@@ -540,6 +292,17 @@ local function is_schedule(job) return job.every ~= nil or job.cron ~= nil end
 -- A schedule's fields beside a job's, as q:every stored them and its runs.
 local SCHEDULE = { "cron", "tz", "start", "stop", "limit", "missed", "window", "runs", "scheduled_for" }
 
+-- t, where a string of it is not UTF-8 (JSON's strings are, and show such
+-- bytes as U+FFFD), with the bytes in base64 beside it: name_base64.
+local function with_base64(t)
+  local extra = {}
+  for k, v in pairs(t) do
+    if type(v) == "string" and not valid_utf8(v) then extra[k .. "_base64"] = base64(v) end
+  end
+  for k, v in pairs(extra) do t[k] = v end
+  return t
+end
+
 -- A job as the JSON documents show it: every field, null when unset; a
 -- schedule's too, for a schedule.
 local function job_json(job)
@@ -548,7 +311,6 @@ local function job_json(job)
     attempt = job.attempt, every = job.every or json.null, payload = job.payload or json.null,
     error = job.error or json.null,
   }
-  if job.payload and not valid_utf8(job.payload) then j.payload_base64 = base64(job.payload) end
   if is_schedule(job) then
     for _, k in ipairs(SCHEDULE) do
       local v = job[k]
@@ -557,7 +319,7 @@ local function job_json(job)
     end
     j.scheduled_for_utc = iso(job.scheduled_for)
   end
-  return j
+  return with_base64(j)
 end
 
 local function jobs_json(list)
@@ -568,25 +330,6 @@ end
 
 local function quoted(s) return s and '"' .. printable(s) .. '"' or "(none)" end
 
--- Cut text longer than n columns to n, ending in "...".
-local function cut(s, n)
-  if width(s) <= n then return s end
-  local out, w = {}, 0
-  for ch in s:gmatch("[^\128-\191][\128-\191]*") do
-    if w + 1 > n - 3 then break end
-    out[#out + 1], w = ch, w + 1
-  end
-  return concat(out) .. "..."
-end
-
--- A shell word: quoted where it has more than letters, digits and ._/:=@%+-.
-local function shell_word(s)
-  if s:match("^[%w._/:=@%%+-]+$") then return s end
-  if not s:find("[%c\127]") then return "'" .. s:gsub("'", "'\\''") .. "'" end
-  -- control bytes (an id of escape sequences): bash's $'...' with every
-  -- byte past ASCII's printable ones as \xHH, written as text and pasted back as they were
-  return "$'" .. s:gsub("[^ -&(-%[%]-~]", function(c) return string.format("\\x%02X", c:byte()) end) .. "'"
-end
 
 local text = {}
 
@@ -617,7 +360,10 @@ function text.jobs(list, now, o, next_cursor)
     rows[#rows + 1] = r
   end
   local s = columns(rows, { [5] = true })
-  if next_cursor then s = s .. "next page: --after " .. shell_word(next_cursor) .. "\n" end
+  if next_cursor then
+    local word = next_cursor:find("%z") and cursor_text(next_cursor) or shell_word(next_cursor)
+    s = s .. "next page: --after " .. word .. "\n"
+  end
   return s
 end
 
@@ -648,7 +394,7 @@ function text.job(job, now)
       { "runs", tostring(job.runs) .. (job.limit and " of " .. job.limit or "") },
       { "start", when(job.start, now) },
       { "stop", when(job.stop, now) },
-      { "missed", job.missed .. (job.window and " within " .. span(job.window) or "") },
+      { "missed", printable(job.missed) .. (job.window and " within " .. span(job.window) or "") },
     }
     for _, l in ipairs(more) do
       if l[2] then lines[#lines + 1] = l end
@@ -682,17 +428,31 @@ local DONE = {
 
 local run = {}
 
+-- q:counts() as JSON: a kind that is not UTF-8 under kinds_base64, by its
+-- bytes in base64 (under kinds, as JSON's U+FFFD, two such would be one).
+local function counts_json(c)
+  local kinds, odd = {}, {}
+  for k, n in pairs(c.kinds) do
+    if valid_utf8(k) then kinds[k] = n else odd[base64(k)] = n end
+  end
+  local j = {}
+  for k, v in pairs(c) do j[k] = v end
+  j.kinds = kinds
+  if next(odd) then j.kinds_base64 = odd end
+  return j
+end
+
 function run.counts(q)
   local c, err = q:counts()
   if not c then return nil, err end
-  return text.counts(c), c
+  return text.counts(c), counts_json(c)
 end
 
 function run.ls(q, engine, o)
   local list, next_cursor = q:jobs({ state = o.state, kind = o.kind, limit = o.limit, after = o.after })
   if not list then return nil, next_cursor end
   return text.jobs(list, engine:now(), o, next_cursor),
-    { jobs = jobs_json(list), next = next_cursor or json.null }
+    { jobs = jobs_json(list), next = next_cursor and cursor_text(next_cursor) or json.null }
 end
 
 function run.show(q, engine, o)
@@ -706,7 +466,8 @@ local function repair(method)
     local ok, err = q[method](q, o.id)
     if ok == false then err = "no job " .. o.id end
     if not ok then return nil, err end
-    return printable(o.id) .. ": " .. DONE[o.command] .. "\n", { ok = true, command = o.command, id = o.id }
+    return printable(o.id) .. ": " .. DONE[o.command] .. "\n",
+      with_base64({ ok = true, command = o.command, id = o.id })
   end
 end
 run.retry, run.run, run.cancel = repair("retry"), repair("run_now"), repair("cancel")

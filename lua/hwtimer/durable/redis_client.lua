@@ -103,8 +103,24 @@ function M.push_stamped(self, key, entry_of, jobs)
   return len, at
 end
 
+-- A small SCRIPT LOAD first, once a connection (each time for nginx's
+-- pooled ones): a server drops a client that has not authenticated as soon
+-- as it sends a bulk string past a few kilobytes (Redis 7: 16 KiB), so the
+-- load of a script (the open script: 25 KB) got 'closed', never the NOAUTH
+-- the server has for it; the small one gets the refusal (NOAUTH, NOPERM) as
+-- the large one would.
+local function may_load(self)
+  if self.client ~= nil and self.load_checked == self.client then return true end
+  local ok, err, from_server = self:command("script", "load", "return 0")
+  if not ok then return nil, err, from_server end
+  self.load_checked = self.client
+  return true
+end
+
 local function load_script(self, name)
-  local sha, err, from_server = self:command("script", "load", scripts[name])
+  local sha, err, from_server = may_load(self)
+  if not sha then return nil, err, from_server end
+  sha, err, from_server = self:command("script", "load", scripts[name])
   if not sha then return nil, err, from_server end
   self.sha[name] = sha
   return sha
@@ -119,9 +135,21 @@ local function eval(self, how, script, name, ...)
   return self:command(how, script, 4, k[1], k[2], k[3], k[4], ...)
 end
 
+-- Whether a refusal of SCRIPT LOAD says that the command is not there (a
+-- server or proxy without it, renamed away): EVAL of the whole script may
+-- still do. Any other refusal is the server's answer to this client too
+-- (NOAUTH, WRONGPASS, NOPERM, READONLY, LOADING, ...): told as it is, not
+-- hidden behind an EVAL of kilobytes (a server whose client has not
+-- authenticated drops the connection after it: 'closed').
+local function no_script_load(err)
+  local lower = err:lower()
+  return lower:find("^err unknown command") ~= nil or lower:find("^err unknown subcommand") ~= nil
+    or lower:find("^err unsupported command") ~= nil
+end
+
 -- Run script `name` with `...` as ARGV. Loaded on first use, again after
--- NOSCRIPT (a restarted or flushed server), and sent whole with EVAL when
--- even that fails.
+-- NOSCRIPT (a restarted or flushed server), and sent whole with EVAL where
+-- the server has no SCRIPT LOAD.
 function M.run(self, name, ...)
   local sha = self.sha[name]
   local res, err, sent
@@ -132,7 +160,7 @@ function M.run(self, name, ...)
   end
   local from_server
   sha, err, from_server = load_script(self, name)
-  if not sha and not from_server then return nil, err end -- no server to send it whole to either
+  if not sha and not (from_server and no_script_load(err)) then return nil, err end
   sent = mono()
   if sha then
     res, err = eval(self, "evalsha", sha, name, ...)

@@ -312,7 +312,7 @@ local function prepare_store(db, path, existing)
 end
 
 local function connect(o)
-  local db, err = sqlite.open(o.path)
+  local db, err = sqlite.open(o.path, o.existing) -- (existing: a file that is missing is not made)
   if not db then return nil, "hwtimer.durable: " .. o.path .. ": " .. explained(o.path, err) end
   -- (a store that ends with the connection would lose every job it took:
   -- SQLite tells by the file name it gives the database, whatever the

@@ -1,0 +1,75 @@
+-- hwtimer.durable on a Redis server that asks for a password (issue 42):
+-- a client that did not authenticate, or whose user may not load scripts,
+-- gets the server's refusal from durable.open (NOAUTH, NOPERM), not a
+-- 'closed' connection (the SCRIPT LOAD refused, the engine sent the whole
+-- script by EVAL, which a server drops an unauthenticated client for).
+-- A real redis-server with --requirepass and ACL users, on a free loopback
+-- port, stopped by its pid.
+local hwtimer = require("hwtimer")
+local durable = require("hwtimer.durable")
+
+local have_socket, N = pcall(require, "spec.nginx")
+local redis = have_socket and N.redis_lua()
+local have_server = os.execute("command -v redis-server >/dev/null 2>&1")
+have_server = have_server == true or have_server == 0
+
+describe("durable.open on a Redis server with a password", function()
+  if not (have_socket and redis and have_server) then
+    it("needs redis-server, luasocket and redis-lua", function()
+      pending("redis-server, luasocket or redis-lua missing: apt-get install redis-server lua-socket lua-redis")
+    end)
+    return
+  end
+  local server, timer
+  setup(function()
+    -- default: the password "s3cret"; alice may do everything; reader may
+    -- read (no script, no EVAL); evaler may EVAL but not SCRIPT LOAD
+    server = N.start_redis("--requirepass s3cret --user alice on '>apw' '~*' '&*' '+@all'"
+      .. " --user reader on '>rpw' '~*' '+@read' '+@connection'"
+      .. " --user evaler on '>epw' '~*' '+@all' '-script'")
+  end)
+  teardown(function() server.stop() end)
+  before_each(function() timer = hwtimer.new() end)
+  after_each(function() timer:close() end)
+
+  local function client(user, password)
+    local c = redis.connect("127.0.0.1", server.port)
+    if user then c:auth(user, password) elseif password then c:auth(password) end
+    return c
+  end
+
+  local function open(c, prefix)
+    return durable.open(timer, { redis = c, prefix = prefix, on_error = function() end })
+  end
+
+  it("says NOAUTH to a client that did not authenticate, however many times it is asked", function()
+    for _, prefix in ipairs({ "a", "a", "b" }) do
+      local q, err = open(client(), prefix)
+      assert.is_nil(q)
+      assert.matches("NOAUTH Authentication required", err, 1, true)
+      assert.not_matches("closed", err)
+    end
+    -- the same through a function that makes the connection
+    local q, err = open(function() return client() end, "fn")
+    assert.is_nil(q)
+    assert.matches("NOAUTH Authentication required", err, 1, true)
+  end)
+
+  it("says NOPERM to a user who may not load scripts, the command named", function()
+    for _, who in ipairs({ { "reader", "rpw" }, { "evaler", "epw" } }) do
+      local q, err = open(client(who[1], who[2]), "p")
+      assert.is_nil(q, who[1])
+      assert.matches("NOPERM", err, 1, true)
+      assert.matches("'script|load'", err, 1, true)
+    end
+  end)
+
+  it("opens the store for the default user and an ACL user who authenticated", function()
+    for _, who in ipairs({ { nil, "s3cret" }, { "alice", "apw" } }) do
+      local q = assert(open(client(who[1], who[2]), "ok"))
+      assert(q:schedule("k", 60, "p", { id = "j" .. tostring(who[1]) }))
+      assert.equal("p", q:get("j" .. tostring(who[1])).payload)
+      q:close()
+    end
+  end)
+end)

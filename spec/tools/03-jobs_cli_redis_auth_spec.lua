@@ -1,0 +1,178 @@
+-- hwtimer-jobs and a Redis server that wants a password, an ACL user, TLS
+-- (issue 42): --redis redis://[USER[:PASSWORD]@]HOST[:PORT][/DB] (user and
+-- password percent-encoded), the password in REDISCLI_AUTH (out of `ps`)
+-- for every form, rediss:// through LuaSec with the certificate checked
+-- (its CA, its name), and what is refused, said without the password.
+-- Real redis-servers (one with --requirepass and an ACL user, one with TLS
+-- too, its certificates made by openssl here), stopped by their pids.
+local hwtimer = require("hwtimer")
+local helpers = require("spec.helpers")
+local durable = require("hwtimer.durable")
+
+local C = require("spec.tools.cli")
+local sq, TMP, run_with, jobs, json_of, usage_error = C.sq, C.TMP, C.run_with, C.jobs, C.json_of, C.usage_error
+
+local have_socket, N = pcall(require, "spec.nginx")
+local redis = have_socket and N.redis_lua()
+local have_server = helpers.sh("command -v redis-server >/dev/null 2>&1")
+local have_ssl = pcall(require, "ssl")
+local have_openssl = helpers.sh("command -v openssl >/dev/null 2>&1")
+
+local FORMS = "HOST:PORT[/DB], unix:PATH[?db=DB] or redis[s]://[USER[:PASSWORD]@]HOST[:PORT][/DB] expected"
+local PASSWORD, ALICE = "s3cret", "a p@ss:w/rd%"
+local ALICE_URL = "a%20p%40ss%3Aw%2Frd%25" -- (ALICE percent-encoded)
+
+-- hwtimer-jobs with REDISCLI_AUTH set to `password` (nil: unset)
+local function jobs_env(password, args)
+  return run_with(password and "REDISCLI_AUTH=" .. sq(password) or "env -u REDISCLI_AUTH", C.COMMAND, args)
+end
+
+describe("hwtimer-jobs with a Redis server that wants a password", function()
+  if not (have_socket and redis and have_server) then
+    it("needs redis-server, luasocket and redis-lua", function()
+      pending("redis-server, luasocket or redis-lua missing: apt-get install redis-server lua-socket lua-redis")
+    end)
+    return
+  end
+  teardown(function() os.execute("rm -rf " .. sq(TMP)) end)
+
+  it("refuses a --redis URL it cannot read, its password shown as ***, before any server is asked", function()
+    local cases = {
+      { "redis://:%zz@h:1", "redis://:***@h:1" }, { "redis://u:p%4@h:1", "redis://u:***@h:1" },
+      { "redis://%g0@h", "redis://%g0@h" }, { "redis://h:0", "redis://h:0" },
+      { "rediss://h:70000", "rediss://h:70000" },
+      { "redis://", "redis://" }, { "redis://h:1/x", "redis://h:1/x" }, { "redis://[::1:1", "redis://[::1:1" },
+      { "redis:h:1", "redis:h:1" }, { "redis://h:1/2/3", "redis://h:1/2/3" },
+    }
+    for _, c in ipairs(cases) do
+      assert.same({ "", usage_error("bad --redis '" .. c[2] .. "': " .. FORMS), 2 },
+        { jobs({ "--redis", c[1], "counts" }) }, c[1])
+    end
+    assert.same({ "", usage_error("--cacert is for --redis rediss://... only"), 2 },
+      { jobs({ "--redis", "redis://h:1", "--cacert", "/x", "counts" }) })
+    assert.same({ "", usage_error("--cacert is for --redis rediss://... only"), 2 },
+      { jobs({ "--path", "/x", "--cacert", "/x", "counts" }) })
+  end)
+
+  describe("(a password, an ACL user)", function()
+    local server, where
+    setup(function()
+      server = N.start_redis("--requirepass " .. PASSWORD .. " --user alice on " .. sq(">" .. ALICE)
+        .. " '~*' '&*' '+@all'")
+      where = "127.0.0.1:" .. server.port
+      -- a store in database 2, made by a client that authenticated
+      local c = redis.connect("127.0.0.1", server.port)
+      c:auth(PASSWORD)
+      c:select(2)
+      local timer = hwtimer.new()
+      local q = assert(durable.open(timer, { redis = c, prefix = "auth", on_error = function() end }))
+      assert(q:schedule("mail", 3600, "to:ann", { id = "m1" }))
+      q:close()
+      timer:close()
+    end)
+    teardown(function() server.stop() end)
+
+    local function shows_m1(what, out, err, status)
+      assert.same({ "", 0 }, { err, status }, what)
+      assert.equal("to:ann", json_of(out).payload, what)
+    end
+
+    it("reaches the store with the password in the URL, or in REDISCLI_AUTH for every form", function()
+      local args = { "--prefix", "auth", "--json", "show", "m1" }
+      local function with(address) return { "--redis", address, args[1], args[2], args[3], args[4], args[5] } end
+      shows_m1("the URL's password", jobs_env(nil, with("redis://:" .. PASSWORD .. "@" .. where .. "/2")))
+      shows_m1("default:", jobs_env(nil, with("redis://default:" .. PASSWORD .. "@" .. where .. "/2")))
+      shows_m1("alice, encoded", jobs_env(nil, with("redis://alice:" .. ALICE_URL .. "@" .. where .. "/2")))
+      shows_m1("alice, REDISCLI_AUTH", jobs_env(ALICE, with("redis://alice@" .. where .. "/2")))
+      shows_m1("the URL's first", jobs_env("wrong", with("redis://:" .. PASSWORD .. "@" .. where .. "/2")))
+      for _, address in ipairs({ where .. "/2", "redis://" .. where .. "/2", "unix:" .. server.socket .. "?db=2" }) do
+        shows_m1("REDISCLI_AUTH for " .. address, jobs_env(PASSWORD, with(address)))
+      end
+    end)
+
+    it("says NOAUTH without a password, WRONGPASS with a wrong one, and never shows the password", function()
+      local hint = " (the password: redis://[USER]:PASSWORD@HOST:PORT, or in REDISCLI_AUTH)"
+      assert.same({ "", "hwtimer-jobs: Redis at " .. where .. "/0: NOAUTH Authentication required." .. hint .. "\n",
+        1 }, { jobs_env(nil, { "--redis", where, "counts" }) })
+      assert.same({ "", "hwtimer-jobs: Redis at redis://" .. where .. "/2: NOAUTH Authentication required." .. hint
+        .. "\n", 1 }, { jobs_env("", { "--redis", "redis://" .. where .. "/2", "counts" }) })
+      local wrongpass = "WRONGPASS invalid username-password pair or user is disabled.\n"
+      assert.same({ "", "hwtimer-jobs: Redis at redis://" .. where .. "/2: " .. wrongpass, 1 },
+        { jobs_env(nil, { "--redis", "redis://:Hunter2@" .. where .. "/2", "counts" }) })
+      assert.same({ "", "hwtimer-jobs: Redis at redis://alice@" .. where .. "/0: " .. wrongpass, 1 },
+        { jobs_env("Hunter2", { "--redis", "redis://alice@" .. where, "counts" }) })
+      assert.same({ "", "hwtimer-jobs: Redis at unix:" .. server.socket .. "?db=0: " .. wrongpass, 1 },
+        { jobs_env("Hunter2", { "--redis", "unix:" .. server.socket, "counts" }) })
+    end)
+  end)
+
+  describe("(TLS)", function()
+    if not have_ssl or not have_openssl then
+      it("needs LuaSec and openssl", function()
+        pending((have_ssl and "openssl" or "LuaSec") .. " missing for this Lua: apt-get install lua-sec openssl; "
+          .. "rediss:// says it needs LuaSec")
+      end)
+      return
+    end
+    local server, tls_port, certs
+    setup(function()
+      certs = TMP .. "/certs"
+      -- a CA; the server's certificate for the name localhost alone (not
+      -- 127.0.0.1); another CA that signed nothing here
+      assert(helpers.sh("mkdir -p " .. sq(certs) .. " && cd " .. sq(certs) .. " && " .. table.concat({
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj '/CN=hwt test CA'",
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout other.key -out other.crt -days 2 -subj '/CN=other CA'",
+        "openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj '/CN=localhost'",
+        "printf 'subjectAltName=DNS:localhost\\n' >ext",
+        "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 2 -extfile ext",
+      }, " && ") .. " >/dev/null 2>&1"))
+      tls_port = N.free_port()
+      server = N.start_redis(string.format("--tls-port %d --tls-cert-file %s --tls-key-file %s --tls-ca-cert-file %s "
+        .. "--tls-auth-clients no --requirepass %s", tls_port, sq(certs .. "/srv.crt"), sq(certs .. "/srv.key"),
+        sq(certs .. "/ca.crt"), PASSWORD))
+      local c = redis.connect("127.0.0.1", server.port) -- (the plain port, for the store)
+      c:auth(PASSWORD)
+      local timer = hwtimer.new()
+      local q = assert(durable.open(timer, { redis = c, prefix = "tls", on_error = function() end }))
+      assert(q:schedule("mail", 3600, "over tls", { id = "t1" }))
+      q:close()
+      timer:close()
+    end)
+    teardown(function() if server then server.stop() end end)
+
+    it("reaches the store over TLS, the certificate checked against --cacert and the name", function()
+      local url = "rediss://localhost:" .. tls_port
+      local out, err, status = jobs_env(PASSWORD, { "--redis", url, "--cacert", certs .. "/ca.crt", "--prefix", "tls",
+        "--json", "show", "t1" })
+      assert.same({ "", 0 }, { err, status })
+      assert.equal("over tls", json_of(out).payload)
+      out, err, status = jobs_env(nil, { "--redis", "rediss://:" .. PASSWORD .. "@localhost:" .. tls_port,
+        "--cacert=" .. certs .. "/ca.crt", "--prefix", "tls", "counts" })
+      assert.same({ "", 0 }, { err, status })
+      assert.matches("^KIND%s+PENDING", out)
+      -- a certificate that does not name the host, a CA that did not sign it, the system's CAs
+      local refused = {
+        { { "--redis", "rediss://127.0.0.1:" .. tls_port, "--cacert", certs .. "/ca.crt" },
+          "cannot connect to Redis at rediss://127.0.0.1:" .. tls_port .. "/0: TLS: the server's certificate does not "
+          .. "name 127.0.0.1" },
+        { { "--redis", url, "--cacert", certs .. "/other.crt" }, "cannot connect to Redis at rediss://localhost:"
+          .. tls_port .. "/0: TLS: certificate verify failed" },
+        { { "--redis", url }, "cannot connect to Redis at rediss://localhost:" .. tls_port
+          .. "/0: TLS: certificate verify failed" },
+      }
+      for _, r in ipairs(refused) do
+        local args = r[1]
+        args[#args + 1] = "counts"
+        out, err, status = jobs_env(PASSWORD, args)
+        assert.same({ "", 1 }, { out, status }, table.concat(args, " "))
+        local want = "hwtimer-jobs: " .. r[2]
+        assert.equal(want, err:sub(1, #want))
+        assert.matches("^[^\n]*\n$", err)
+      end
+      -- plain text to the TLS port: refused, not hung
+      out, err, status = jobs_env(PASSWORD, { "--redis", "redis://localhost:" .. tls_port, "counts" })
+      assert.same({ "", 1 }, { out, status })
+      assert.matches("^hwtimer%-jobs: Redis at redis://localhost:" .. tls_port .. "/0: ", err)
+    end)
+  end)
+end)
