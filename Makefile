@@ -44,16 +44,20 @@ BUILD    := build/$(LUA_VERSION)
 MODULE   := $(BUILD)/hwtimer/core.so
 TESTUTIL := $(BUILD)/test/hwtimer_testutil.so
 CBUILD   := build/c
+# Plain-Lua modules of Debian's that it installs for some Lua versions only,
+# copied here for the others (on the specs' path): copas and coxpcall (lua-copas
+# installs for 5.1 and 5.2; its code runs on 5.3 and 5.4 as it is).
+COMPAT   := $(BUILD)/compat
 , := ,
 
 # The specs and the demo see the source tree first.
 # HWT_NGX_*: where the nginx spec's nginx finds the module (LuaJIT run only).
-RUN_ENV  := LUA_PATH='lua/?.lua;lua/?/init.lua;;' LUA_CPATH='$(BUILD)/?.so;$(BUILD)/test/?.so;;' HWT_LUA=$(LUA) \
+RUN_ENV  := LUA_PATH='lua/?.lua;lua/?/init.lua;$(COMPAT)/?.lua;;' LUA_CPATH='$(BUILD)/?.so;$(BUILD)/test/?.so;;' HWT_LUA=$(LUA) \
             HWT_NGX_PATH='$(CURDIR)/lua/?.lua' HWT_NGX_CPATH='$(CURDIR)/$(BUILD)/?.so'
 ROCKTREE := $(BUILD)/rock
 # The installed rock only: no lua/ and no build/*/hwtimer on the paths;
 # HWT_JOBS_CLI: the command the rock installed (spec/tools).
-ROCK_ENV := LUA_PATH='$(ROCKTREE)/share/lua/$(LUA_ABI)/?.lua;$(ROCKTREE)/share/lua/$(LUA_ABI)/?/init.lua;;' \
+ROCK_ENV := LUA_PATH='$(ROCKTREE)/share/lua/$(LUA_ABI)/?.lua;$(ROCKTREE)/share/lua/$(LUA_ABI)/?/init.lua;$(COMPAT)/?.lua;;' \
             LUA_CPATH='$(ROCKTREE)/lib/lua/$(LUA_ABI)/?.so;$(BUILD)/test/?.so;;' HWT_LUA=$(LUA) \
             HWT_NGX_PATH='$(CURDIR)/$(ROCKTREE)/share/lua/$(LUA_ABI)/?.lua' \
             HWT_NGX_CPATH='$(CURDIR)/$(ROCKTREE)/lib/lua/$(LUA_ABI)/?.so' \
@@ -122,6 +126,15 @@ $(CBUILD)/test_worker: csrc/test/test_worker.c $(CORE_SRC) $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -o $@ csrc/test/test_worker.c $(CORE_SRC) $(LDLIBS)
 
+.PHONY: compat
+compat:
+	@mkdir -p $(COMPAT)
+	@for m in copas coxpcall; do \
+	  $(LUA) -e "package.path = '$(COMPAT)/?.lua;' .. package.path; require('$$m')" >/dev/null 2>&1 && continue; \
+	  f=$$(ls /usr/share/lua/5.*/$$m.lua 2>/dev/null | tail -n 1); \
+	  if [ -n "$$f" ]; then cp "$$f" $(COMPAT)/ && echo "compat: $$m for $(LUA) from $$f"; fi; \
+	done
+
 # ---- Debian packages: installed when root, else the command is printed ------
 
 # (node, npm and a JDK may come from elsewhere, e.g. NodeSource's nodejs,
@@ -163,14 +176,14 @@ test-c: $(CBUILD)/test_wheel $(CBUILD)/test_worker
 	$(CBUILD)/test_worker
 
 # SPECS: some spec files only (default: all); BUSTED_FLAGS: e.g. --no-keep-going.
-test-spec: $(MODULE) $(TESTUTIL) sqlite
+test-spec: $(MODULE) $(TESTUTIL) sqlite compat
 	@echo "== specs on $$($(LUA) -v 2>&1 | head -1)"
 	$(RUN_ENV) spec/run.sh busted --lua=$(LUA) $(BUSTED_FLAGS) -- $(SPECS)
 
 # The released rocks, installed from dist/ by luarocks from another directory into
 # build/<version>/rock, and the specs run against that tree alone. First, that
 # luarocks refuses hwtimer-sqlite, naming SQLite, where sqlite3.h is not found.
-test-rock: $(TESTUTIL) dist
+test-rock: $(TESTUTIL) dist compat
 	rm -rf $(ROCKTREE)
 	@mkdir -p $(BUILD) && echo 'lua_interpreter = "luajit"' >$(BUILD)/luarocks-jit.lua
 	cd / && $(ROCK_LUAROCKS) --lua-version=$(LUA_ABI) --tree=$(CURDIR)/$(ROCKTREE) install \
@@ -222,7 +235,7 @@ dist:
 
 FUZZ_SECONDS ?= 60
 SAN_FLAGS    := -O1 -g -fno-omit-frame-pointer
-SAN_RUN      := LUA_PATH='lua/?.lua;lua/?/init.lua;;' HWT_LUA=$(LUA) HWT_QUICK=1
+SAN_RUN      := LUA_PATH='lua/?.lua;lua/?/init.lua;$(COMPAT)/?.lua;;' HWT_LUA=$(LUA) HWT_QUICK=1
 CHECK_PACKAGES := valgrind clang libclang-rt-dev
 
 check:
@@ -278,7 +291,7 @@ build/asan/hwtimer/sqlite.so build/tsan/hwtimer/sqlite.so: $(SQLITE_SRC) csrc/du
 # HWT_SLOW=3: ASan slows the process ~2-3x, and the specs that wait on the
 # clock stretch their times by it (as under valgrind's 20): spec 06's 2,000
 # connects outlasted its 0.3 s under ASan in a CI run of 2026-11-27.
-check-asan: build/asan/hwtimer/core.so build/asan/hwtimer/sqlite.so $(TESTUTIL)
+check-asan: build/asan/hwtimer/core.so build/asan/hwtimer/sqlite.so $(TESTUTIL) compat
 	ASAN_OPTIONS=detect_leaks=0 HWT_STRESS_N=1000000 HWT_SLOW=3 $(SAN_RUN) LUA_CPATH='build/asan/?.so;$(BUILD)/test/?.so;;' \
 	  spec/run.sh -t 600 env LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	  $(LUA) /usr/bin/busted
@@ -286,7 +299,7 @@ check-asan: build/asan/hwtimer/core.so build/asan/hwtimer/sqlite.so $(TESTUTIL)
 # A TSan build under schedule/cancel storms while the worker expires at a 1 ms
 # tick, and the SQLite store's checkpoint thread under back-to-back commits
 # (specs that start other processes are left to the other runs).
-check-tsan: build/tsan/hwtimer/core.so build/tsan/hwtimer/sqlite.so $(TESTUTIL)
+check-tsan: build/tsan/hwtimer/core.so build/tsan/hwtimer/sqlite.so $(TESTUTIL) compat
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66" HWT_STRESS_N=300000 HWT_TEST_LIMIT=590 $(SAN_RUN) \
 	  LUA_CPATH='build/tsan/?.so;$(BUILD)/test/?.so;;' \
 	  spec/run.sh -t 600 env LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" $(LUA) /usr/bin/busted -- \
@@ -298,7 +311,7 @@ check-tsan: build/tsan/hwtimer/core.so build/tsan/hwtimer/sqlite.so $(TESTUTIL)
 
 # The whole suite under valgrind memcheck with a collector that never rests:
 # no error, no definitely lost block.
-check-valgrind: $(MODULE) $(TESTUTIL)
+check-valgrind: $(MODULE) $(TESTUTIL) compat
 	HWT_SLOW=20 $(RUN_ENV) spec/run.sh -t 1200 valgrind -q --fair-sched=yes --error-exitcode=9 --leak-check=full \
 	  --errors-for-leak-kinds=definite $(LUA) /usr/bin/busted --helper=spec/helpers_gc_aggressive.lua
 
