@@ -39,6 +39,34 @@ describe("hwtimer.metrics", function()
     assert.equal(0, sample(text, 'hwtimer_retries_total{outcome="started",timer="main"}'))
   end)
 
+  -- (samples are looked up by name elsewhere, and promtool takes any
+  -- order: a histogram whose +Inf bucket came first passed)
+  it("writes each histogram's buckets in increasing le, +Inf last, for every timer", function()
+    local other = hwtimer.new({ tick = 0.001 })
+    for _ = 1, 5 do other:schedule(0, function() end) end
+    other:dispatch()
+    local text = metrics.render({ timers = { main = timer, other = other } })
+    other:close()
+    local seen = {}
+    for name, le in text:gmatch('hwtimer_lateness_seconds_bucket{le="([^"]+)",timer="(%w+)"}') do
+      name, le = le, name
+      local list = seen[name] or {}
+      seen[name] = list
+      list[#list + 1] = le == "+Inf" and math.huge or tonumber(le)
+    end
+    for _, name in ipairs({ "main", "other" }) do
+      local list = seen[name]
+      assert.is_true(list and #list >= 2, name)
+      for i = 2, #list do
+        assert.is_true(list[i - 1] < list[i], name .. ": le " .. list[i - 1] .. " before " .. list[i])
+      end
+      assert.equal(math.huge, list[#list])
+      -- and a series' buckets come before its _sum and _count
+      local last_bucket = select(2, text:find('hwtimer_lateness_seconds_bucket{le="+Inf",timer="' .. name .. '"}', 1, true))
+      assert.is_true(last_bucket < text:find('hwtimer_lateness_seconds_sum{timer="' .. name .. '"}', 1, true))
+    end
+  end)
+
   it("escapes label values and adds the constant labels to every sample", function()
     local text = metrics.render({ timers = { ['a "b" \\ c\nd'] = timer }, labels = { instance = "x" } })
     local ok, out = helpers.promtool(text)
