@@ -10,54 +10,9 @@ local floor, format, concat = math.floor, string.format, table.concat
 -- Text: UTF-8, printable forms
 ---------------------------------------------------------------------------
 
--- The length of the valid UTF-8 sequence at s[i] (1 to 4), or nil where
--- s[i] starts none (RFC 3629: no overlong forms, no surrogates, at most
--- U+10FFFF).
-local function utf8_at(s, i)
-  local c = s:byte(i)
-  if c < 0x80 then return 1 end
-  local n, lo, hi = nil, 0x80, 0xBF
-  if c >= 0xC2 and c <= 0xDF then n = 2
-  elseif c == 0xE0 then n, lo = 3, 0xA0
-  elseif c == 0xED then n, hi = 3, 0x9F
-  elseif c >= 0xE1 and c <= 0xEF then n = 3
-  elseif c == 0xF0 then n, lo = 4, 0x90
-  elseif c == 0xF4 then n, hi = 4, 0x8F
-  elseif c >= 0xF1 and c <= 0xF3 then n = 4
-  else return nil end
-  for k = 1, n - 1 do
-    local b = s:byte(i + k)
-    if not b or b < (k == 1 and lo or 0x80) or b > (k == 1 and hi or 0xBF) then return nil end
-  end
-  return n
-end
-
--- Call piece(s, i, n) for each valid sequence and bad(byte) for each byte
--- that starts none, in turn; the pieces' results, concatenated.
-local function map_utf8(s, piece, bad)
-  local out, i, n = {}, 1, #s
-  while i <= n do
-    local len = utf8_at(s, i)
-    if len then
-      out[#out + 1] = piece(s, i, len)
-      i = i + len
-    else
-      out[#out + 1] = bad(s:byte(i))
-      i = i + 1
-    end
-  end
-  return concat(out)
-end
-
-local function valid_utf8(s)
-  local i, n = 1, #s
-  while i <= n do
-    local len = utf8_at(s, i)
-    if not len then return false end
-    i = i + len
-  end
-  return true
-end
+-- (UTF-8 as hwtimer.text reads it: RFC 3629)
+local text = require("hwtimer.text")
+local map_utf8, valid_utf8 = text.map_utf8, text.valid_utf8
 
 local SHOWN = { ["\\"] = "\\\\", ['"'] = '\\"', ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
 

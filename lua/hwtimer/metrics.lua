@@ -39,30 +39,9 @@ M.FAMILIES = FAMILY
 
 -- ---- label values: valid UTF-8 whatever the bytes ---------------------------
 
--- The well-formed UTF-8 sequences (Unicode's table 3-7), by lead byte: the
--- range of each byte after it. No overlong forms (C0, C1, E0 80-9F, F0
--- 80-8F), no surrogates (ED A0-BF), nothing past U+10FFFF (F4 90-, F5-FF).
-local TAIL = { 0x80, 0xBF }
-local SEQUENCES = {
-  [0xE0] = { { 0xA0, 0xBF }, TAIL }, [0xED] = { { 0x80, 0x9F }, TAIL },
-  [0xF0] = { { 0x90, 0xBF }, TAIL, TAIL }, [0xF4] = { { 0x80, 0x8F }, TAIL, TAIL },
-}
-for b = 0xC2, 0xDF do SEQUENCES[b] = { TAIL } end
-for b = 0xE1, 0xEF do SEQUENCES[b] = SEQUENCES[b] or { TAIL, TAIL } end
-for b = 0xF1, 0xF3 do SEQUENCES[b] = { TAIL, TAIL, TAIL } end
-
--- The length of the well-formed sequence that starts at byte i of s, or nil.
-local function sequence_at(s, i)
-  local b = s:byte(i)
-  if b < 0x80 then return 1 end
-  local tails = SEQUENCES[b]
-  if not tails then return nil end
-  for j, range in ipairs(tails) do
-    local c = s:byte(i + j)
-    if not c or c < range[1] or c > range[2] then return nil end
-  end
-  return #tails + 1
-end
+-- (well-formed UTF-8 as hwtimer.text reads it: Unicode's table 3-7, no
+-- overlong forms, no surrogates, nothing past U+10FFFF)
+local sequence_at = require("hwtimer.text").utf8_at
 
 -- s when it is valid UTF-8 (most are: ASCII is checked by one find).
 -- Otherwise s with each byte outside a well-formed sequence written as the

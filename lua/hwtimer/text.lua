@@ -48,6 +48,35 @@ local function utf8_at(s, i)
 end
 text.utf8_at = utf8_at
 
+--- Call piece(s, i, n) for each valid sequence and bad(byte) for each byte
+-- that starts none, in turn; the pieces' results, concatenated.
+function text.map_utf8(s, piece, bad)
+  local out, i, n = {}, 1, #s
+  while i <= n do
+    local len = utf8_at(s, i)
+    if len then
+      out[#out + 1] = piece(s, i, len)
+      i = i + len
+    else
+      out[#out + 1] = bad(s:byte(i))
+      i = i + 1
+    end
+  end
+  return concat(out)
+end
+
+--- Whether s is valid UTF-8 (RFC 3629).
+function text.valid_utf8(s)
+  if not s:find("[\128-\255]") then return true end
+  local i, n = 1, #s
+  while i <= n do
+    local len = utf8_at(s, i)
+    if not len then return false end
+    i = i + len
+  end
+  return true
+end
+
 local SHOWN = { ["\\"] = "\\\\", ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
 
 --- s as one line of a log may carry it: valid UTF-8 as it is, but the
