@@ -455,13 +455,14 @@ local function redis_client(o)
     return nil, "--redis needs redis-lua (Debian: apt-get install lua-redis; luarocks install redis-lua)"
   end
   local host, port, db = redis_address(o.redis)
-  local meta = "{" .. o.prefix .. ":" .. o.queue .. "}:meta"
+  local base, old, where = require("hwtimer.durable.redis").base(o.prefix, o.queue)
+  local meta, old_meta = base .. ":meta", where == "same" and old .. ":meta" -- (a store of format 6 or older)
   for hop = 1, 2 do
     local client, where = redis_at(redis, host, port, db)
     if not client then return nil, where end
     local ok, found = pcall(function()
       if db ~= 0 then client:select(db) end
-      return client:exists(meta)
+      return client:exists(meta) or (old_meta and client:exists(old_meta))
     end)
     local moved = not ok and hop == 1 and bare(found):match("^MOVED %d+ (.+:%d+)$")
     if moved then
@@ -496,7 +497,7 @@ local function open(o)
   else
     local client, err = redis_client(o)
     if not client then return nil, err end
-    opts.redis, opts.prefix = client, o.prefix
+    opts.redis, opts.prefix, opts.existing = client, o.prefix, true
   end
   local timer = hwtimer.new()
   local q, err = durable.open(timer, opts)

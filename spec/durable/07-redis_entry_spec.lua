@@ -160,7 +160,7 @@ describe("hwtimer.durable.redis_entry", function()
     end)
     calls.stamp = stamp
     assert(ok, err)
-    local inbox = "{entries:default}:incoming"
+    local inbox = "{entries:default}7:incoming"
     local items = c:lrange(inbox, 0, -1)
     local marks = {}
     for _, e in ipairs(items) do marks[e:sub(1, 1) == entry.MARK and "stamped" or "add"] = true end

@@ -67,7 +67,7 @@ local S = {}
 -- a string. open upgrades a store of format 2, 3, 4 or 5 (their jobs are
 -- read as they are: no schedule before 4; their ids are not of the blocks'
 -- form before 5).
-S.FORMAT = 6
+S.FORMAT = 7
 
 -- The intake holds at most about this many jobs: `add` reports its length
 -- in entries (calls), and the client that sent k jobs has it moved in (the
@@ -336,7 +336,7 @@ local function kind_list(kinds, kind)
   return list
 end
 local JOB_FORMAT = { [3] = '>I4c0I4c0BBBI4c0I4c0I4c0', [4] = '>I4c0I4c0BBBI4c0I4c0I4c0I4c0' }
-JOB_FORMAT[5] = JOB_FORMAT[4]
+JOB_FORMAT[5], JOB_FORMAT[6] = JOB_FORMAT[4], JOB_FORMAT[4]
 local function put_jobs(jobs_in, at, kinds, w, out, format, pos)
   local read, fmt = struct.unpack, JOB_FORMAT[format or 4]
   pos = pos or 1
@@ -496,12 +496,18 @@ local function earliest(kinds)
 end
 ]]
 
-local function script(body, with_ack)
-  return PRELUDE .. (with_ack and ACK or "") .. body
+-- A script: the prelude, the acknowledgements' functions when `with_ack`,
+-- the body; `flags` (Redis 7's, e.g. "no-writes": Redis then refuses any
+-- write the script would make) in its first line.
+local function script(body, with_ack, flags)
+  return (flags and "#!lua flags=" .. flags .. "\n" or "") .. PRELUDE .. (with_ack and ACK or "") .. body
 end
 
--- Open: check the keys, make a store or upgrade one (its own file).
-S.open = require("hwtimer.durable.redis_open")(script)
+-- Open: check the keys, make a store or upgrade one (its own file); the
+-- open of `existing = true` (hwtimer-jobs) makes and upgrades none, and
+-- writes nothing.
+local open = require("hwtimer.durable.redis_open")
+S.open, S.open_existing = open(script), open(script, true)
 
 -- Put: ARGV[1] the jobs, each (id, kind, has payload, relative, fresh,
 -- payload, when, every, schedule) as hwtimer.durable.redis writes them for
