@@ -480,7 +480,8 @@ describe("hwtimer.durable with Redis", function()
       check_slots()
     end)
 
-    it("stores a schedule of a fresh id in the intake, which any other script moves into its slot first", function()
+    it("stores a schedule of a fresh id in the intake, which reads see where it is and any other script that writes "
+      .. "moves into its slot first", function()
       q = assert(open())
       local tag = store_base()
       local intake, index = tag .. ":incoming", tag .. ":r:1:k"
@@ -490,7 +491,8 @@ describe("hwtimer.durable with Redis", function()
       assert.equal(3, client:llen(intake))
       assert.equal(0, client:zcard(index))
       assert.same({}, stored_jobs())
-      -- another process's queue sees them: its script moves them in first
+      -- another process's queue sees them: its reads where they are (they
+      -- write nothing), its other scripts once they moved them in
       local other = assert(open())
       local job = other:get(ids[2])
       assert.equal("p2", job.payload)
@@ -499,7 +501,11 @@ describe("hwtimer.durable with Redis", function()
       local spread = require("hwtimer.durable.redis_client").STAMP_SPREAD
       assert.is_true(job.due >= before + 62 - 1e-6, string.format("due %.6f s early", before + 62 - job.due))
       assert.is_true(job.due <= after + 62 + spread + 1e-6, string.format("due %.6f s late", job.due - after - 62))
+      assert.equal(3, client:llen(intake))
+      assert.equal(3, other:pending())
+      assert.is_false(other:cancel("none such"))
       assert.equal(0, client:llen(intake))
+      assert.same(job, other:get(ids[2]))
       local stored = stored_jobs()
       for i = 1, 3 do
         assert.truthy(stored[ids[i]], ids[i])

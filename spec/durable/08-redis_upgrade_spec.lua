@@ -415,4 +415,132 @@ describe("hwtimer.durable with Redis, upgrading a store", function()
     end)
 
   end)
+
+  -- hwtimer-jobs' reads (counts, ls, show, schedules: docs/operating.md)
+  -- write nothing: not a store made, none upgraded, not a byte changed.
+  describe("hwtimer-jobs", function()
+    local cli = require("hwtimer.jobs_cli")
+
+    -- The tool, run in this process on this test's store: stdout, stderr,
+    -- exit status.
+    local function jobs(...)
+      local function sink()
+        local t = {}
+        return { t = t, flush = function() return true end,
+                 write = function(self, ...)
+                   for _, v in ipairs({ ... }) do t[#t + 1] = tostring(v) end
+                   return self
+                 end }
+      end
+      local o, e = sink(), sink()
+      local status = cli.main({ "--redis", "127.0.0.1:" .. port, "--prefix", prefix, ... }, o, e)
+      return table.concat(o.t), table.concat(e.t), status
+    end
+
+    -- Every key of this test's prefix, with its value as DUMP serializes
+    -- it and its time to live, sorted.
+    local function snapshot()
+      return client:eval([[
+        local out = {}
+        for _, k in ipairs(redis.call('KEYS', ARGV[1])) do
+          out[#out + 1] = k .. '\0' .. redis.call('DUMP', k) .. '\0' .. redis.call('PTTL', k)
+        end
+        table.sort(out)
+        return out
+      ]], 0, "*" .. prefix .. "*")
+    end
+
+    -- A store of this format: a dead job, a job of a given id, a schedule,
+    -- and jobs of made ids left in the intake. Returns the made ids.
+    local function fill()
+      q = assert(open({ attempts = 1, on_error = function() end }))
+      q:handle("bad", function() error("no") end)
+      assert(q:schedule("bad", 0, nil, { id = "dead-1" }))
+      assert.is_true(wait(function() return #q:dead() == 1 end))
+      q:close()
+      q = assert(open())
+      assert(q:schedule("t", 600, "given", { id = "given-1" }))
+      assert(q:every("t", 3600, "s", { id = "hourly" }))
+      local made = {}
+      for i = 1, 3 do made[i] = assert(q:schedule("t", 60 * i, "m" .. i)) end
+      q:close()
+      return made
+    end
+
+    it("reads a store of this format (its intake too) with counts, ls, show and schedules, changing not a byte",
+      function()
+      local made = fill()
+      local intake = base_of(prefix, "default") .. ":incoming"
+      assert.equal(3, client:llen(intake))
+      local before = snapshot()
+      local out, err, status = jobs("--json", "counts")
+      assert.same({ "", 0 }, { err, status })
+      assert.matches('"t":{"dead":0,"due":0,"leased":0,"pending":5}', out, 1, true)
+      assert.matches('"bad":{"dead":1,"due":0,"leased":0,"pending":0}', out, 1, true)
+      out, err, status = jobs("--json", "ls", "--kind", "t", "--limit", "2")
+      assert.same({ "", 0 }, { err, status })
+      assert.matches('"id":"' .. made[1] .. '"', out, 1, true)
+      assert.matches('"id":"' .. made[2] .. '"', out, 1, true)
+      local cursor = out:match('"next":"([^"]+)"')
+      out, err, status = jobs("--json", "ls", "--kind", "t", "--limit", "2", "--after", cursor)
+      assert.same({ "", 0 }, { err, status })
+      assert.matches('"id":"' .. made[3] .. '"', out, 1, true)
+      assert.matches('"id":"given-1"', out, 1, true)
+      out, err, status = jobs("--json", "ls", "--state", "dead")
+      assert.same({ "", 0 }, { err, status })
+      assert.matches('"id":"dead-1"', out, 1, true)
+      out, err, status = jobs("--json", "show", made[2])
+      assert.same({ "", 0 }, { err, status })
+      assert.matches('"payload":"m2"', out, 1, true)
+      out, err, status = jobs("show", "given-1")
+      assert.same({ "", 0 }, { err, status })
+      out, err, status = jobs("--json", "schedules")
+      assert.same({ "", 0 }, { err, status })
+      assert.matches('"id":"hourly"', out, 1, true)
+      assert.same(before, snapshot())
+      assert.equal(3, client:llen(intake))
+      -- (a repair is no read: it moves the intake in, and writes)
+      out, err, status = jobs("cancel", made[1])
+      assert.same({ "", 0 }, { err, status })
+      assert.equal(0, client:llen(intake))
+    end)
+
+    for _, format in ipairs({ 5, 6 }) do
+      it("refuses a store of format " .. format .. " with counts, ls, show and schedules, changing not a byte",
+        function()
+        fill()
+        local old, new = to_old(prefix, "default", format)
+        if format == 5 then -- (its intake at :inbox, those of formats 3 and 4 fenced)
+          client:rename(old .. ":incoming", old .. ":inbox")
+          client:set(old .. ":in", "fence of format 3")
+          client:set(old .. ":intake", "fence of format 4")
+        end
+        local before = snapshot()
+        local refused = "store format " .. format .. " at " .. old .. ": this version reads 7 at " .. new ..
+          ", to which its processes move it when they open it (the older ones still using it would be shut out)"
+        for _, args in ipairs({ { "counts" }, { "ls" }, { "show", "given-1" }, { "schedules" } }) do
+          local out, err, status = jobs(args[1], args[2])
+          assert.same({ "", "hwtimer-jobs: redis " .. new .. ": " .. refused .. "\n", 1 }, { out, err, status })
+        end
+        assert.same(before, snapshot())
+        -- durable.open with existing = true the same; without it, upgraded
+        local queue, err = open({ existing = true })
+        assert.is_nil(queue)
+        assert.equal("hwtimer.durable: redis " .. new .. ": " .. refused, err)
+        assert.same(before, snapshot())
+        q = assert(open())
+        assert.equal("7", client:hget(new .. ":meta", "format"))
+        assert.equal(5, q:pending()) -- (and one dead)
+      end)
+    end
+
+    it("makes no store where there is none (durable.open with existing = true)", function()
+      local new, old = base_of(prefix, "default")
+      local queue, err = open({ existing = true })
+      assert.is_nil(queue)
+      assert.equal("hwtimer.durable: redis " .. new .. ": no hwtimer.durable store at " .. new ..
+        " (nor one of format 6 or older at " .. old .. "): none is made here", err)
+      assert.same({}, snapshot())
+    end)
+  end)
 end)

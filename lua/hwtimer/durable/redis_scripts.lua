@@ -373,9 +373,9 @@ local function put_jobs(jobs_in, at, kinds, w, out, format, pos)
   end
 end
 -- Move the intake's jobs into their buckets and slots, as `put` would
--- have at each entry's time. Every script but open, add and put
--- (which calls it first) calls it before anything else, so that none sees
--- the store without them.
+-- have at each entry's time. Every script that writes but open and add
+-- calls it before anything else, so that none sees the store without
+-- them; those that only read see the intake where it is (intake_each).
 local INTAKE = base .. ':incoming'
 -- The jobs of an entry the client stamped (hwtimer.durable.redis_entry:
 -- after its mark, each job's id, kind, due time as text and value, all new,
@@ -503,6 +503,52 @@ local function script(body, with_ack, flags)
   return (flags and "#!lua flags=" .. flags .. "\n" or "") .. PRELUDE .. (with_ack and ACK or "") .. body
 end
 
+-- The intake read where it is, for the scripts that only read: flagged
+-- no-writes (Redis refuses any write they would make, and runs them past
+-- maxmemory, where a script that moved the intake first would be refused
+-- at that write, and with it every read; and hwtimer-jobs' reads change
+-- not a byte). f(id, kind, due, raw) for each of its jobs, as the drain
+-- would store it; not for one that a bucket or block holds already (a
+-- drain that failed halfway wrote it there, and the next one writes it
+-- again, the same). The intake's jobs have fresh ids: none dead, none
+-- leased, none a schedule, none replacing another.
+local INTAKE_READ = [[
+local function intake_each(f)
+  local items, read = redis.call('LRANGE', INTAKE, 0, -1), struct.unpack
+  for i = 1, #items do
+    local e = items[i]
+    if string.byte(e) == 61 then -- '=': stamped by the client, the jobs as stored
+      local pos = 2
+      while pos <= #e do
+        local id, kind, due, raw
+        id, kind, due, raw, pos = read('>I4c0I4c0I4c0I4c0', e, pos)
+        if not jget(id) then f(id, kind, tonumber(due), raw) end
+      end
+    else -- "seconds microseconds jobs" (the `add` script's), as put_jobs reads them
+      local sec, us, pos = string.match(e, '^(%d+) (%d+) ()')
+      local at = tonumber(sec) * 1000000 + tonumber(us)
+      while pos <= #e do
+        local id, kind, has, relative, payload, due, every, sched, _
+        id, kind, has, relative, _, payload, due, every, sched, pos = read(JOB_FORMAT[4], e, pos)
+        due = tonumber(due)
+        if relative == 1 then due = at + due end
+        if not jget(id) then
+          local raw = pack(kind, due, tonumber(every), 0, '', has == 1 and payload, false, 0, due, sched_read(sched))
+          f(id, kind, due, raw)
+        end
+      end
+    end
+  end
+end
+]]
+-- A script that only reads (see INTAKE_READ).
+local function reader(body) return script(INTAKE_READ .. body, false, "no-writes") end
+-- A script that frees memory or keeps it about level (a cancel, a claim,
+-- an acknowledgement; each moves the intake in first): flagged allow-oom,
+-- so that a Redis past maxmemory still runs the jobs it holds and lets
+-- them go. A schedule (put, add, the client's RPUSH) is refused there.
+local function freeing(body, with_ack) return script(body, with_ack, "allow-oom") end
+
 -- Open: check the keys, make a store or upgrade one (its own file); the
 -- open of `existing = true` (hwtimer-jobs) makes and upgrades none, and
 -- writes nothing.
@@ -552,7 +598,7 @@ return { t[1] * 1000000 + t[2], n }
 ]]
 
 -- Drain: the intake into the buckets and slots. Returns { now }.
-S.drain = script([[
+S.drain = freeing([[
 drain()
 return done({ now })
 ]])
@@ -561,7 +607,7 @@ return done({ now })
 -- unknown; { now, 'leased', lease end } when another owner holds it under a
 -- live lease (it may be running there: left as it is); else { now, the ready
 -- time it had (0 when dead) }.
-S.cancel = script([[
+S.cancel = freeing([[
 drain()
 local id = ARGV[1]
 local raw = jget(id)
@@ -574,17 +620,16 @@ return done({ now, dead == 1 and 0 or ready })
 ]])
 
 -- Get: ARGV[1] the id. Returns { now } or { now, fields... }.
-S.get = script([[
-drain()
+S.get = reader([[
 local out = { now }
 local raw = jget(ARGV[1])
+if not raw then intake_each(function(id, _, _, r) if id == ARGV[1] then raw = r end end) end
 if raw then fields(out, raw) end
 return out
 ]])
 
 -- Dead: { now, (id, fields...)... } by due time.
-S.dead = script([[
-drain()
+S.dead = reader([[
 local out = { now }
 for _, id in ipairs(redis.call('ZRANGE', DEAD, 0, -1)) do
   local raw = jget(id)
@@ -597,25 +642,26 @@ return out
 ]])
 
 -- Pending: { now, jobs not dead }.
-S.pending = script([[
-drain()
+S.pending = reader([[
 bucket_state()
-return { now, jobs - redis.call('ZCARD', DEAD) }
+local n = jobs - redis.call('ZCARD', DEAD)
+intake_each(function() n = n + 1 end)
+return { now, n }
 ]])
 
 -- Range: ARGV[1], ARGV[2] bounds (excluded). Returns { now, blob of the
 -- ready times }, each distinct ready time of any kind once.
-S.range = script([[
-drain()
+S.range = reader([[
 local out, seen = {}, {}
 local lo, hi = tonumber(ARGV[1]), tonumber(ARGV[2])
-for _, kind in ipairs(redis.call('SMEMBERS', KINDS)) do
-  local function add(ready)
-    if not seen[ready] then
-      seen[ready] = true
-      out[#out + 1] = ready
-    end
+local function add(ready)
+  if not seen[ready] then
+    seen[ready] = true
+    out[#out + 1] = ready
   end
+end
+intake_each(function(_, _, due) if due > lo and due < hi then add(due) end end)
+for _, kind in ipairs(redis.call('SMEMBERS', KINDS)) do
   ready_each(kind, lo, hi, nil, function(_, ready) add(ready) end)
   local l = redis.call('ZRANGEBYSCORE', lkey(kind), '(' .. ARGV[1], '(' .. ARGV[2], 'WITHSCORES')
   for i = 2, #l, 2 do add(tonumber(l[i])) end
@@ -624,13 +670,13 @@ return { now, blob(out) }
 ]])
 
 -- Peek (the poll): ARGV the handled kinds. Returns { now, earliest ready }.
-S.peek = script([[
+S.peek = freeing([[
 drain()
 return { now, earliest(ARGV) }
 ]], true)
 
 -- Ack: ARGV[1] owner, ARGV[2] the acknowledgements. Returns { now, ready... }.
-S.ack = script([[
+S.ack = freeing([[
 drain()
 local reload = { now }
 ack_all(ARGV[1], ARGV[2], reload)
@@ -640,7 +686,7 @@ return done(reload)
 -- Renew: ARGV[1] owner, ARGV[2] lease (microseconds), ARGV[3] a blob of
 -- (id, attempt) per job. Moves the end of each lease the owner still holds
 -- for that attempt to now + lease. Returns { now, blob of those ids }.
-S.renew = script([[
+S.renew = freeing([[
 drain()
 local owner, until_, field, kept = ARGV[1], now + tonumber(ARGV[2]), reader(ARGV[3]), {}
 while true do
@@ -666,7 +712,7 @@ return { now, blob(kept) }
 -- ready time to the end of its lease. Returns { now, earliest ready left,
 -- blob of the acknowledgements' new ready times, blob of the jobs: per job
 -- its ready time, id, fields... }.
-S.claim = script([[
+S.claim = freeing([[
 drain()
 local claimer, lease, most = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
 local kinds = {}
@@ -726,6 +772,6 @@ return done({ now, earliest(kinds), blob(reload), blob(rows) })
 
 -- The scripts that operate a store (q:counts, q:jobs, q:retry, q:run_now):
 -- a file of their own, on the same prelude.
-for name, text in pairs(require("hwtimer.durable.redis_ops")(script)) do S[name] = text end
+for name, text in pairs(require("hwtimer.durable.redis_ops")(script, reader)) do S[name] = text end
 
 return S
