@@ -3,8 +3,11 @@
 -- `require` finds them wherever the engine is installed: a rock, a copy
 -- under nginx's lua_package_path, a source tree).
 --
--- The keys of one queue share the hash tag {p:q} (prefix, queue), so that
--- Redis Cluster keeps them in one slot:
+-- The keys of one queue begin with its base, {p:q} here: {prefix:queue}
+-- and the prefix's length, or both escaped where one has a "}"
+-- (hwtimer.durable.redis's Engine.base: two pairs never share a key, and
+-- the hash tag is never empty), so that Redis Cluster keeps them in one
+-- slot:
 --   {p:q}:j:B        hash bucket B: job id -> the job, cmsgpack of its ten
 --                    fields (kind, due, every, attempt, owner, payload,
 --                    error, dead, ready, schedule: see
@@ -20,21 +23,22 @@
 --                    their lease (reclaimed once it passes)
 --   {p:q}:kinds      set of the kinds with jobs (to count and range)
 --   {p:q}:dead       sorted set: dead job ids scored by their due time
---   {p:q}:meta       hash: app = hwtimer.durable, format = 6, buckets (how
+--   {p:q}:meta       hash: app = hwtimer.durable, format = 7, buckets (how
 --                    many numbered buckets), jobs (how many jobs, dead ones
 --                    too), hashed (how many of them the numbered buckets hold)
 --   {p:q}:incoming   list, the intake: jobs with fresh ids, an entry a call,
---                    not yet in a bucket and a slot; every other script moves
---                    them there first (see S.add). An RPUSH of the client,
+--                    not yet in a bucket and a slot; every other script that
+--                    writes moves them there first, those that only read
+--                    read them where they are (see S.add, intake_each). An RPUSH of the client,
 --                    which stamped the entry as it bounds the server's clock:
 --                    "=" and the jobs as they are to be stored
 --                    (hwtimer.durable.redis_entry); or of S.add, which reads
 --                    TIME: "s us " and the jobs as `put` reads them
---   {p:q}:in, {p:q}:intake, {p:q}:inbox  strings once a store of format 3, 4
---                    or 5 was upgraded: the intakes of those formats, made strings
---                    so that a process of those formats still running fails
---                    every script at its first command (each reads or pushes
---                    its intake first), writing nothing (see S.open)
+-- At {prefix:queue}, the base of formats 2 to 6, once such a store was
+-- moved here: :meta and the intakes of formats 3 to 6 (:in, :intake,
+-- :inbox, :incoming) strings, so that a process of those formats still
+-- running fails every script at its first command (each reads or pushes
+-- its intake first), writing nothing (see hwtimer.durable.redis_open).
 -- KEYS are {p:q}:j, kinds, dead, meta (`add`: {p:q}:incoming alone); the
 -- others are derived from the first (same tag, same slot).
 --
@@ -64,9 +68,11 @@ local S = {}
 -- the intake moved to {p:q}:inbox and {p:q}:intake a string. 6: entries
 -- the client stamped, of jobs packed as stored (which a process of format 5
 -- would fail to read), the intake moved to {p:q}:incoming and {p:q}:inbox
--- a string. open upgrades a store of format 2, 3, 4 or 5 (their jobs are
--- read as they are: no schedule before 4; their ids are not of the blocks'
--- form before 5).
+-- a string. 7: keys that no two (prefix, queue) pairs share (the base
+-- {prefix:queue} and the prefix's length), the store moved there from
+-- {prefix:queue} and that base fenced. open upgrades a store of format 2
+-- to 6 (their jobs are read as they are: no schedule before 4; their ids
+-- are not of the blocks' form before 5).
 S.FORMAT = 7
 
 -- The intake holds at most about this many jobs: `add` reports its length
