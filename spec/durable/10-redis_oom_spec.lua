@@ -74,7 +74,8 @@ describe("hwtimer.durable with Redis past maxmemory", function()
 
   it("still reads, cancels, claims, runs and acknowledges, with jobs in the intake, and refuses new jobs with nil, "
     .. "message", function()
-    local q = assert(durable.open(timer, { redis = redis.connect("127.0.0.1", server.port), prefix = "oom" }))
+    local q = assert(durable.open(timer, { redis = redis.connect("127.0.0.1", server.port), prefix = "oom",
+                                           backoff = { delay = 0.05 }, on_error = function() end }))
     -- jobs of made ids in the intake (no script has moved them in), and
     -- of ids of the application's in their buckets
     -- (a job of a given id goes through `put`, which moves the intake in
@@ -108,9 +109,13 @@ describe("hwtimer.durable with Redis past maxmemory", function()
     assert.is_true(q:cancel(later))
     assert.is_true(q:cancel("given-2"))
     assert.equal(4, q:pending())
-    -- claims, runs and their acknowledgements
+    -- claims, runs and their acknowledgements (a retry's too: soon1 fails
+    -- once, and its acknowledgement rewrites it, with the next claim's)
     local ran = {}
-    q:handle("k", function(job) ran[#ran + 1] = job.payload end)
+    q:handle("k", function(job)
+      if job.payload == "soon1" and job.attempt == 1 then error("once") end
+      ran[#ran + 1] = job.payload
+    end)
     assert.is_true(helpers.wait_until(timer, function() return q:pending() == 0 end, 5))
     table.sort(ran)
     assert.same({ "given", "soon1", "soon2", "soon3" }, ran)
@@ -120,6 +125,24 @@ describe("hwtimer.durable with Redis past maxmemory", function()
     assert(q:schedule("k", 0.05, "after"))
     assert.is_true(helpers.wait_until(timer, function() return #ran == 5 end, 5))
     assert.equal("after", ran[5])
+    q:close()
+  end)
+
+  it("claims and acknowledges due jobs of the intake, moving it in, past maxmemory", function()
+    local q = assert(durable.open(timer, { redis = redis.connect("127.0.0.1", server.port), prefix = "oom2" }))
+    for i = 1, 2 do assert(q:schedule("k", 0.05, "j" .. i)) end
+    assert.equal(2, client:llen("{oom2:default}4:incoming"))
+    require("socket").sleep(0.1) -- (due, and no script since: the timer does not run)
+    fill()
+    -- the claim is the first script to write: it moves the intake in
+    local eng = durable.engine(q)
+    eng:handle("k", true)
+    local rows = assert(eng:claim({}, nil, 30, 10, math.huge))
+    assert.equal(2, #rows)
+    assert.equal(0, client:llen("{oom2:default}4:incoming"))
+    assert(eng:ack({ { what = "done", row = rows[1] }, { what = "done", row = rows[2] } }, math.huge))
+    assert.equal(0, q:pending())
+    free()
     q:close()
   end)
 end)
