@@ -317,7 +317,7 @@ local ok, err = pcall(function()
         end
         return { n, keys }]], 0, pattern)
     end
-    local buckets, slots = usage("{bench_mem:default}:j:*"), usage("{bench_mem:default}:r:*")
+    local buckets, slots = usage("{bench_mem:default}9:j:*"), usage("{bench_mem:default}9:r:*")
     print(string.format("durable (Redis) memory per stored job (%d jobs, ids it made, 10-byte payloads): " ..
       "%.0f B by INFO used_memory (MEMORY USAGE: %.0f B in %d job buckets and blocks + %.0f B in %d slots of the kind)",
       n, (after - before) / n, buckets[1] / n, buckets[2], slots[1] / n, slots[2]))

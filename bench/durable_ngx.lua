@@ -157,7 +157,7 @@ local function ours()
     assert(s.done >= WORKERS * CALLERS, "callers still running: " .. s.done .. " done")
     local cpu1 = cpu(redis, nginx)
     -- the jobs stored: the intake moved in (its entries hold many jobs), then the count
-    local tag = "{bench:default}"
+    local tag = require("hwtimer.durable.redis").base("bench", "default")
     N.redis_cmd(redis.port, "EVAL", scripts.drain, 4, tag .. ":j", tag .. ":kinds", tag .. ":dead", tag .. ":meta")
     local pending = tonumber(N.redis_cmd(redis.port, "HGET", tag .. ":meta", "jobs")) or 0
     local intake = N.redis_cmd(redis.port, "LLEN", tag .. ":incoming")

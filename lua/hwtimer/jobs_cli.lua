@@ -244,7 +244,7 @@ local function open(o)
   else
     local client, err = R.client(o)
     if not client then return nil, err end
-    opts.redis, opts.prefix = client, o.prefix
+    opts.redis, opts.prefix, opts.existing = client, o.prefix, true
   end
   local timer = hwtimer.new()
   local q, err = durable.open(timer, opts)

@@ -218,7 +218,7 @@ end
 
 -- A client connected to `a`, authenticated, its database selected, and
 -- whether the queue's store is there (true, false); or nil and why not.
-local function reach(redis, a, o, meta)
+local function reach(redis, a, o, meta, old_meta)
   local ok, client, err = pcall(connect, redis, a, o.cacert)
   if not (ok and client) then -- (redis-lua: "could not connect to HOST:PORT [why]")
     local why = bare(ok and err or client)
@@ -230,7 +230,9 @@ local function reach(redis, a, o, meta)
     if password and a.user then client:auth(a.user, password)
     elseif password then client:auth(password) end
     if a.db ~= 0 then client:select(a.db) end
-    return client:exists(meta)
+    local found = client:exists(meta)
+    if (found == true or found == 1) or not old_meta then return found end
+    return client:exists(old_meta)
   end)
   if not ok then
     pcall(client.quit, client)
@@ -251,9 +253,11 @@ function M.client(o)
     return nil, "--redis needs redis-lua (Debian: apt-get install lua-redis; luarocks install redis-lua)"
   end
   local a = M.address(o.redis)
-  local meta = "{" .. o.prefix .. ":" .. o.queue .. "}:meta"
+  -- (the meta of this format's keys, or of format 6 and older's)
+  local base, old, where = require("hwtimer.durable.redis").base(o.prefix, o.queue)
+  local meta, old_meta = base .. ":meta", where == "same" and old .. ":meta"
   for hop = 1, 2 do
-    local client, found = reach(redis, a, o, meta)
+    local client, found = reach(redis, a, o, meta, old_meta)
     local moved = not client and hop == 1 and found:match("^MOVED %d+ (.+:%d+)$")
     if moved then
       local host, port = moved:match("^%[?(.-)%]?:(%d+)$")

@@ -38,6 +38,9 @@ describe("hwtimer.durable with Redis", function()
   local server, port
   local timer, q, client, prefix
   local open_queues, n_prefix = {}, 0
+  -- the key base of the store of `queue` (default "default") under this
+  -- test's prefix
+  local function store_base(queue) return (require("hwtimer.durable.redis").base(prefix, queue or "default")) end
 
   setup(function()
     server = N.start_redis()
@@ -71,7 +74,7 @@ describe("hwtimer.durable with Redis", function()
   -- bucket and block: id -> { owner = the lease's holder or "", ready = its ready time
   -- in microseconds }.
   local function stored_jobs(queue)
-    local tag = "{" .. prefix .. ":" .. (queue or "default") .. "}"
+    local tag = store_base(queue)
     local r = client:eval(BUCKETS .. [[
       local out = {}
       for _, key in ipairs(buckets()) do
@@ -116,14 +119,14 @@ describe("hwtimer.durable with Redis", function()
   describe("durable.open", function()
     it("makes its keys under one hash tag and opens them again", function()
       q = assert(open())
-      assert.equal("hwtimer.durable (redis {" .. prefix .. ":default}, queue default, 0 in the window)", tostring(q))
+      assert.equal("hwtimer.durable (redis " .. store_base() .. ", queue default, 0 in the window)", tostring(q))
       assert.equal(0, q:pending())
       q:schedule("k", 60, "p", { id = "a" })
       q:close()
       assert.equal("hwtimer.durable (closed)", tostring(q))
       local keys = client:keys("*" .. prefix .. "*")
       table.sort(keys)
-      local tag = "{" .. prefix .. ":default}"
+      local tag = store_base()
       local slot = keys[5] and keys[5]:match("^" .. tag:gsub("%p", "%%%0") .. ":r:1:k:(%d+)$")
       assert.truthy(slot, keys[5])
       assert.same({ tag .. ":j:0", tag .. ":kinds", tag .. ":meta", tag .. ":r:1:k", tag .. ":r:1:k:" .. slot }, keys)
@@ -133,7 +136,7 @@ describe("hwtimer.durable with Redis", function()
     end)
 
     it("refuses keys of another type or another program, and leaves them as they were", function()
-      local tag = "{" .. prefix .. ":default}"
+      local tag = store_base()
       client:set(tag .. ":j:0", "someone else's")
       local queue, err = open()
       assert.is_nil(queue)
@@ -151,30 +154,39 @@ describe("hwtimer.durable with Redis", function()
       assert.equal("hwtimer.durable: redis " .. tag .. ": not a hwtimer.durable store (" .. tag ..
         ":meta app is sidekiq)", err)
       client:hset(tag .. ":meta", "app", "hwtimer.durable")
-      client:hset(tag .. ":meta", "format", "7")
+      client:hset(tag .. ":meta", "format", "8")
       queue, err = open()
       assert.is_nil(queue)
-      assert.equal("hwtimer.durable: redis " .. tag .. ": store format 7, this module reads 6", err)
-      client:hset(tag .. ":meta", "format", "2")
-      client:sadd(tag .. ":kinds", "k")
-      client:set(tag .. ":r:1:k", "x")
+      assert.equal("hwtimer.durable: redis " .. tag .. ": store format 8, this module reads 7", err)
+      client:hset(tag .. ":meta", "format", "6")
       queue, err = open()
       assert.is_nil(queue)
-      assert.equal("hwtimer.durable: redis " .. tag .. ": key " .. tag ..
+      assert.equal("hwtimer.durable: redis " .. tag .. ": store format 6, this module reads 7", err)
+      -- a store of format 2 at the keys of format 6 and older, {prefix:queue}
+      client:del(tag .. ":meta", tag .. ":j:0")
+      local old = select(2, require("hwtimer.durable.redis").base(prefix, "default"))
+      client:hmset(old .. ":meta", "app", "hwtimer.durable", "format", "2")
+      client:sadd(old .. ":kinds", "k")
+      client:set(old .. ":r:1:k", "x")
+      queue, err = open()
+      assert.is_nil(queue)
+      assert.equal("hwtimer.durable: redis " .. tag .. ": key " .. old ..
         ":r:1:k is a string, not a zset (not a hwtimer.durable store)", err)
-      client:del(tag .. ":r:1:k")
-      client:set(tag .. ":in", "x")
+      client:del(old .. ":r:1:k")
+      client:set(old .. ":in", "x")
       queue, err = open()
       assert.is_nil(queue)
-      assert.equal("hwtimer.durable: redis " .. tag .. ": key " .. tag ..
+      assert.equal("hwtimer.durable: redis " .. tag .. ": key " .. old ..
         ":in is a string, not a list (not a hwtimer.durable store)", err)
-      assert.equal("2", client:hget(tag .. ":meta", "format"))
+      assert.equal("2", client:hget(old .. ":meta", "format"))
+      assert.same({}, client:keys(tag .. "*"))
     end)
 
     it("returns nil, message when Redis cannot be reached", function()
       local queue, err = open({ redis = function() return redis.connect("127.0.0.1", N.free_port()) end })
       assert.is_nil(queue)
-      assert.matches("^hwtimer.durable: redis {" .. prefix .. ":default}: cannot connect: .*connection refused", err)
+      local where = store_base():gsub("%p", "%%%0")
+      assert.matches("^hwtimer.durable: redis " .. where .. ": cannot connect: .*connection refused", err)
     end)
 
     it("raises on bad arguments, naming them", function()
@@ -352,7 +364,7 @@ describe("hwtimer.durable with Redis", function()
         out[#out + 1] = redis.call('OBJECT', 'ENCODING', k)
         out[#out + 1] = n
       end
-      return out]], 0, "{" .. prefix .. ":default}:*")
+      return out]], 0, store_base() .. ":*")
     local keys = {}
     for i = 1, #r, 3 do keys[r[i]] = { encoding = r[i + 1], n = r[i + 2] } end
     return keys
@@ -362,7 +374,7 @@ describe("hwtimer.durable with Redis", function()
   -- others, holding only ready times inside its span; and every job not
   -- dead nor in flight in exactly one of them, at its ready time.
   local function check_slots()
-    local tag = "{" .. prefix .. ":default}"
+    local tag = store_base()
     local index = client:zrange(tag .. ":r:1:k", 0, -1)
     local last_end, seen = -math.huge, {}
     for _, member in ipairs(index) do
@@ -413,7 +425,7 @@ describe("hwtimer.durable with Redis", function()
     lease_end = function(id) return stored_jobs()[id].ready / 1e6 end,
     holder = function(id) return stored_jobs()[id].owner end,
     take = function(id) -- in its bucket: owner, attempt 2, lease an hour on; and in the lease set
-      local tag = "{" .. prefix .. ":default}"
+      local tag = store_base()
       client:eval(BUCKETS .. [[
         for _, key in ipairs(buckets()) do
           local raw = redis.call('HGET', key, ARGV[1])
@@ -453,7 +465,7 @@ describe("hwtimer.durable with Redis", function()
   describe("the store's layout", function()
     it("indexes a batch's jobs only at its commit, and a job's ready time when schedule returns", function()
       q = assert(open())
-      local index = "{" .. prefix .. ":default}:r:1:k"
+      local index = store_base() .. ":r:1:k"
       local ran = 0
       q:handle("k", function() ran = ran + 1 end)
       assert.is_true(q:batch(function(b)
@@ -468,9 +480,10 @@ describe("hwtimer.durable with Redis", function()
       check_slots()
     end)
 
-    it("stores a schedule of a fresh id in the intake, which any other script moves into its slot first", function()
+    it("stores a schedule of a fresh id in the intake, which reads see where it is and any other script that writes "
+      .. "moves into its slot first", function()
       q = assert(open())
-      local tag = "{" .. prefix .. ":default}"
+      local tag = store_base()
       local intake, index = tag .. ":incoming", tag .. ":r:1:k"
       local ids, before = {}, server_now()
       for i = 1, 3 do ids[i] = assert(q:schedule("k", 60 + i, "p" .. i)) end
@@ -478,7 +491,8 @@ describe("hwtimer.durable with Redis", function()
       assert.equal(3, client:llen(intake))
       assert.equal(0, client:zcard(index))
       assert.same({}, stored_jobs())
-      -- another process's queue sees them: its script moves them in first
+      -- another process's queue sees them: its reads where they are (they
+      -- write nothing), its other scripts once they moved them in
       local other = assert(open())
       local job = other:get(ids[2])
       assert.equal("p2", job.payload)
@@ -487,7 +501,11 @@ describe("hwtimer.durable with Redis", function()
       local spread = require("hwtimer.durable.redis_client").STAMP_SPREAD
       assert.is_true(job.due >= before + 62 - 1e-6, string.format("due %.6f s early", before + 62 - job.due))
       assert.is_true(job.due <= after + 62 + spread + 1e-6, string.format("due %.6f s late", job.due - after - 62))
+      assert.equal(3, client:llen(intake))
+      assert.equal(3, other:pending())
+      assert.is_false(other:cancel("none such"))
       assert.equal(0, client:llen(intake))
+      assert.same(job, other:get(ids[2]))
       local stored = stored_jobs()
       for i = 1, 3 do
         assert.truthy(stored[ids[i]], ids[i])
@@ -517,7 +535,7 @@ describe("hwtimer.durable with Redis", function()
     it("moves the intake in once it holds INTAKE_MAX jobs, where nothing else reads the store", function()
       q = assert(open())
       local max = require("hwtimer.durable.redis_scripts").INTAKE_MAX
-      local intake = "{" .. prefix .. ":default}:incoming"
+      local intake = store_base() .. ":incoming"
       for _ = 1, max - 1 do assert(q:schedule("k", 60)) end
       assert.equal(max - 1, client:llen(intake))
       assert(q:schedule("k", 60))
@@ -526,7 +544,7 @@ describe("hwtimer.durable with Redis", function()
       for _ in pairs(stored_jobs()) do n = n + 1 end
       assert.equal(max, n)
       -- ids it made: in blocks, none in the numbered buckets
-      local meta = "{" .. prefix .. ":default}:meta"
+      local meta = store_base() .. ":meta"
       assert.same({ max, 0 }, { tonumber(client:hget(meta, "jobs")), tonumber(client:hget(meta, "hashed")) })
       check_slots()
     end)
@@ -544,7 +562,7 @@ describe("hwtimer.durable with Redis", function()
         for i = 1, n do b:at("k", at(i), nil, { id = "id" .. i }) end
       end))
       assert.equal(n, q:pending())
-      local tag = "{" .. prefix .. ":default}"
+      local tag = store_base()
       local buckets, slots, crowded = 0, 0, 0
       for key, k in pairs(layout()) do
         if key:find(tag .. ":j:", 1, true) then
@@ -575,7 +593,7 @@ describe("hwtimer.durable with Redis", function()
 
     it("fills slots one after another with jobs that come in order of their due times", function()
       q = assert(open())
-      local tag, now = "{" .. prefix .. ":default}", server_now()
+      local tag, now = store_base(), server_now()
       for round = 0, 9 do -- ten calls: the slot a call leaves full takes no more
         assert(q:batch(function(b)
           for i = 1, 64 do b:at("k", now + 3600 + (round * 64 + i) * 1e-3, nil, { id = "o" .. round * 64 + i }) end
@@ -591,7 +609,7 @@ describe("hwtimer.durable with Redis", function()
 
     it("keeps the jobs of ids it made in blocks of 32, packed and listed, gone with their last job", function()
       q = assert(open())
-      local tag, n = "{" .. prefix .. ":default}", 3000
+      local tag, n = store_base(), 3000
       local ids, before = {}, server_now()
       for i = 1, n / 2 do ids[i] = assert(q:schedule("k", 3600 + i)) end -- the intake's path
       assert(q:batch(function(b) -- put's

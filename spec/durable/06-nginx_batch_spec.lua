@@ -286,17 +286,17 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
     local status, body = N.get(port, "/far?n=499", 30)
     assert.equal("ok\n", body, status)
     socket.sleep(0.3) -- (a poll would have moved them in by now: there is none)
-    assert.equal(499, redis_cmd(redis.port, "LLEN", "{far:default}:incoming"))
+    assert.equal(499, redis_cmd(redis.port, "LLEN", "{far:default}3:incoming"))
     status, body = N.get(port, "/far?n=1", 30)
     assert.equal("ok\n", body, status)
     local left
     for _ = 1, 100 do
-      left = redis_cmd(redis.port, "LLEN", "{far:default}:incoming")
+      left = redis_cmd(redis.port, "LLEN", "{far:default}3:incoming")
       if left == 0 then break end
       socket.sleep(0.02)
     end
     assert.equal(0, left)
-    assert.equal("500", redis_cmd(redis.port, "HGET", "{far:default}:meta", "jobs"))
+    assert.equal("500", redis_cmd(redis.port, "HGET", "{far:default}3:meta", "jobs"))
   end)
 
   it("answers every waiting request nil, message when Redis stops mid-batch, and loses none accepted", function()

@@ -78,7 +78,38 @@ return function(b)
       for _, p in ipairs(cluster.ports) do if p ~= port then other = p end end
       local got, err = durable.open(timer, { redis = admin(other), prefix = "app", queue = "orders" })
       assert.is_nil(got)
-      assert.matches("^hwtimer%.durable: redis {app:orders}: MOVED %d+ 127%.0%.0%.1:" .. port .. "$", err)
+      assert.matches("^hwtimer%.durable: redis {app:orders}3: MOVED %d+ 127%.0%.0%.1:" .. port .. "$", err)
+    end)
+
+    -- ("}" began the keys of format 6 and older with an empty hash tag:
+    -- every script of such a store was refused, CROSSSLOT)
+    it("runs a queue whose prefix or queue has a '}' (its keys under one hash tag), or says why not", function()
+      local base_of = require("hwtimer.durable.redis").base
+      local base, old = base_of("}", "orders")
+      local port, slot = node_of(base)
+      q = assert(durable.open(timer, { redis = admin(port), prefix = "}", queue = "orders" }))
+      local ran = {}
+      q:handle("close", function(job) ran[#ran + 1] = job.payload end)
+      assert(q:schedule("close", 0.02, "one"))
+      assert.is_true(helpers.wait_until(timer, function() return #ran == 1 and q:pending() == 0 end, 5))
+      local a = admin(port)
+      local keys = a:keys(base .. "*")
+      assert.is_true(#keys >= 2, #keys .. " keys")
+      for _, k in ipairs(keys) do assert.equal(slot, a:cluster("keyslot", k), k) end
+      q:close()
+      -- a "}" inside: the keys of format 6 and older had a tag of their
+      -- own ("a" here), in another slot, where a store may be: read when
+      -- this node serves it, else refused, saying so
+      base, old = base_of("a}b", "orders")
+      port = node_of(base)
+      local got, err = durable.open(timer, { redis = admin(port), prefix = "a}b", queue = "orders" })
+      if node_of(old .. ":meta") == port then
+        q = assert(got, err)
+      else
+        assert.is_nil(got)
+        assert.matches("^hwtimer%.durable: redis {a%%7Db:orders}%%: cannot read {a}b:orders}:meta here, where a " ..
+          "store of format 6 or older would be %(.+%)$", err)
+      end
     end)
   end)
 end

@@ -55,6 +55,9 @@ end
 Engine.OPTIONS = {
   redis = { nil, redis_client, "Redis client (with evalsha, script and rpush methods) or function" },
   prefix = { "hwtimer", function(v) return type(v) == "string" and #v > 0 end, "non-empty string" },
+  -- only a store of this format, as it is: none made, none upgraded, and
+  -- the open writes nothing (hwtimer-jobs)
+  existing = { false, function(v) return type(v) == "boolean" end, "boolean" },
 }
 
 local function us(seconds) return format("%.0f", ceil(seconds * 1e6)) end
@@ -87,9 +90,36 @@ end
 -- Opening
 ---------------------------------------------------------------------------
 
+-- A part of an escaped key base: the bytes that could end a hash tag or
+-- join two parts ("%", ":", "{", "}") as %XX.
+local function escape(s)
+  return (s:gsub("[%%:{}]", function(c) return format("%%%02X", c:byte()) end))
+end
+
+--- base, old, where = Engine.base(prefix, queue): the key base of the
+-- queue's store (format 7 on), and the one of format 6 and older,
+-- {prefix:queue}, which two pairs could share ("shop:eu", "orders" and
+-- "shop", "eu:orders") and whose hash tag a "}" could cut short or leave
+-- empty. Every key of a store is its base, ":" and a name
+-- (hwtimer.durable.redis_scripts). The base is {prefix:queue} and
+-- prefix's length in bytes ({shop:eu:orders}7): the hash tag is then the
+-- old one, so the old keys are in the same slot (the upgrade renames
+-- them, on a Redis Cluster too), and the tag, up to the first "}", gives
+-- back both parts with the length (a "{" in it changes nothing: a tag
+-- ends at the first "}"). Where prefix or queue has a "}", the parts are
+-- escaped ({a%7Db:orders}%): after the tag, "%" never begins a length; an
+-- escaped part has no ":". `where` says where the old keys are: "same"
+-- (the same hash tag: the same slot), "none" (an empty tag, "{}...": on a
+-- Redis Cluster no script of such a store ever ran, CROSSSLOT) or "other".
+function Engine.base(prefix, queue)
+  local old = "{" .. prefix .. ":" .. queue .. "}"
+  if old:find("}", 2, true) == #old then return old .. #prefix, old, "same" end
+  return "{" .. escape(prefix) .. ":" .. escape(queue) .. "}%", old, prefix:sub(1, 1) == "}" and "none" or "other"
+end
+
 --- eng, err = engine.open(o, owner): o are the front's checked options.
 function Engine.open(o, owner)
-  local base = "{" .. o.prefix .. ":" .. o.queue .. "}"
+  local base, old, where = Engine.base(o.prefix, o.queue)
   local self = setmetatable({
     name = "redis " .. base, owner = owner, sha = {}, kinds = {}, handled = {},
     offset = 0, offset_lo = -math.huge, offset_hi = math.huge, synced_at = mono(),
@@ -101,7 +131,7 @@ function Engine.open(o, owner)
   else
     self.client = o.redis
   end
-  local res, err = self:run("open", tostring(scripts.FORMAT))
+  local res, err = self:run(o.existing and "open_existing" or "open", tostring(scripts.FORMAT), old, where, o.prefix, o.queue)
   if not res then return nil, "hwtimer.durable: " .. self.name .. ": " .. err end
   if tonumber(res[2]) ~= 0 then return nil, "hwtimer.durable: " .. self.name .. ": " .. res[3] end
   return self

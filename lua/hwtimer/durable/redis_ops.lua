@@ -53,14 +53,15 @@ local function each_from(key, i, f)
 end
 ]]
 
-return function(script)
+-- `reader` builds a script that only reads (no-writes: the intake read
+-- where it is, intake_each; hwtimer.durable.redis_scripts).
+return function(script, reader)
   local S = {}
 
   -- Counts: { now, blob of (kind, pending, due, leased, dead) per kind with
   -- jobs }. A slot's jobs are counted whole (ZCARD), and those due in the
   -- slot that holds now by ZCOUNT; the dead are read to know their kind.
-  S.counts = script([[
-drain()
+  S.counts = reader([[
 local by, order = {}, {}
 local function of(kind)
   local c = by[kind]
@@ -97,6 +98,12 @@ for _, id in ipairs(redis.call('ZRANGE', DEAD, 0, -1)) do
     c[5] = c[5] + 1
   end
 end
+-- (the intake's jobs: pending, none leased nor dead)
+intake_each(function(_, kind, due)
+  local c = of(kind)
+  c[2] = c[2] + 1
+  if due <= now then c[3] = c[3] + 1 end
+end)
 local out = {}
 for _, kind in ipairs(order) do
   for _, v in ipairs(by[kind]) do out[#out + 1] = v end
@@ -107,8 +114,7 @@ return { now, blob(out) }
   -- Jobs: ARGV[1] state (pending, leased, dead), ARGV[2] the kind ('': all),
   -- ARGV[3] most jobs, ARGV[4] after this due time (microseconds; '': from
   -- the first), ARGV[5] and this id. Returns { now, (id, fields...)... }.
-  S.jobs = script(PAGE .. [[
-drain()
+  S.jobs = reader(PAGE .. [[
 local state, only, most = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local after_due, after_id = tonumber(ARGV[4]), ARGV[5]
 local function after(due, id)
@@ -151,6 +157,10 @@ if state == 'pending' then
       offset = offset + 16
     until #slots < 16 or #found - got >= most
   end
+  -- and the intake's, all of them (the page is cut below)
+  intake_each(function(id, kind, due, raw)
+    if (only == '' or kind == only) and after(due, id) then found[#found + 1] = { due, id, raw } end
+  end)
 elseif state == 'leased' then
   for _, kind in ipairs(kinds) do
     for _, id in ipairs(redis.call('ZRANGE', lkey(kind), 0, -1)) do
@@ -217,8 +227,7 @@ return { now, 'ok', now }
   -- blocks after the name ARGV[2] ('': from the first), ARGV[3] of them;
   -- returns { now, the last block read ('' when none was left), (id,
   -- fields...)... }.
-  S.schedules = script([[
-drain()
+  S.schedules = reader([[
 bucket_state()
 local keys, out = {}, { now }
 local first, most = ARGV[2], tonumber(ARGV[3])
@@ -229,6 +238,15 @@ else
   local names = redis.call('ZRANGE', BLOCKS, first == '' and '-' or '(' .. first, '+', 'BYLEX', 'LIMIT', 0, most)
   out[2] = names[#names] or ''
   for i = 1, #names do keys[i] = JOBS .. ':' .. names[i] end
+end
+-- (the intake's jobs with an interval, with the first numbered buckets)
+if ARGV[1] == 'n' and tonumber(first) == 0 then
+  intake_each(function(id, _, _, raw)
+    if select(3, unpack(raw)) ~= 0 then
+      out[#out + 1] = id
+      fields(out, raw)
+    end
+  end)
 end
 for _, key in ipairs(keys) do
   local all = redis.call('HGETALL', key)

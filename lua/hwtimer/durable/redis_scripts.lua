@@ -3,8 +3,11 @@
 -- `require` finds them wherever the engine is installed: a rock, a copy
 -- under nginx's lua_package_path, a source tree).
 --
--- The keys of one queue share the hash tag {p:q} (prefix, queue), so that
--- Redis Cluster keeps them in one slot:
+-- The keys of one queue begin with its base, {p:q} here: {prefix:queue}
+-- and the prefix's length, or both escaped where one has a "}"
+-- (hwtimer.durable.redis's Engine.base: two pairs never share a key, and
+-- the hash tag is never empty), so that Redis Cluster keeps them in one
+-- slot:
 --   {p:q}:j:B        hash bucket B: job id -> the job, cmsgpack of its ten
 --                    fields (kind, due, every, attempt, owner, payload,
 --                    error, dead, ready, schedule: see
@@ -20,21 +23,22 @@
 --                    their lease (reclaimed once it passes)
 --   {p:q}:kinds      set of the kinds with jobs (to count and range)
 --   {p:q}:dead       sorted set: dead job ids scored by their due time
---   {p:q}:meta       hash: app = hwtimer.durable, format = 6, buckets (how
+--   {p:q}:meta       hash: app = hwtimer.durable, format = 7, buckets (how
 --                    many numbered buckets), jobs (how many jobs, dead ones
 --                    too), hashed (how many of them the numbered buckets hold)
 --   {p:q}:incoming   list, the intake: jobs with fresh ids, an entry a call,
---                    not yet in a bucket and a slot; every other script moves
---                    them there first (see S.add). An RPUSH of the client,
+--                    not yet in a bucket and a slot; every other script that
+--                    writes moves them there first, those that only read
+--                    read them where they are (see S.add, intake_each). An RPUSH of the client,
 --                    which stamped the entry as it bounds the server's clock:
 --                    "=" and the jobs as they are to be stored
 --                    (hwtimer.durable.redis_entry); or of S.add, which reads
 --                    TIME: "s us " and the jobs as `put` reads them
---   {p:q}:in, {p:q}:intake, {p:q}:inbox  strings once a store of format 3, 4
---                    or 5 was upgraded: the intakes of those formats, made strings
---                    so that a process of those formats still running fails
---                    every script at its first command (each reads or pushes
---                    its intake first), writing nothing (see S.open)
+-- At {prefix:queue}, the base of formats 2 to 6, once such a store was
+-- moved here: :meta and the intakes of formats 3 to 6 (:in, :intake,
+-- :inbox, :incoming) strings, so that a process of those formats still
+-- running fails every script at its first command (each reads or pushes
+-- its intake first), writing nothing (see hwtimer.durable.redis_open).
 -- KEYS are {p:q}:j, kinds, dead, meta (`add`: {p:q}:incoming alone); the
 -- others are derived from the first (same tag, same slot).
 --
@@ -64,10 +68,12 @@ local S = {}
 -- the intake moved to {p:q}:inbox and {p:q}:intake a string. 6: entries
 -- the client stamped, of jobs packed as stored (which a process of format 5
 -- would fail to read), the intake moved to {p:q}:incoming and {p:q}:inbox
--- a string. open upgrades a store of format 2, 3, 4 or 5 (their jobs are
--- read as they are: no schedule before 4; their ids are not of the blocks'
--- form before 5).
-S.FORMAT = 6
+-- a string. 7: keys that no two (prefix, queue) pairs share (the base
+-- {prefix:queue} and the prefix's length), the store moved there from
+-- {prefix:queue} and that base fenced. open upgrades a store of format 2
+-- to 6 (their jobs are read as they are: no schedule before 4; their ids
+-- are not of the blocks' form before 5).
+S.FORMAT = 7
 
 -- The intake holds at most about this many jobs: `add` reports its length
 -- in entries (calls), and the client that sent k jobs has it moved in (the
@@ -336,7 +342,7 @@ local function kind_list(kinds, kind)
   return list
 end
 local JOB_FORMAT = { [3] = '>I4c0I4c0BBBI4c0I4c0I4c0', [4] = '>I4c0I4c0BBBI4c0I4c0I4c0I4c0' }
-JOB_FORMAT[5] = JOB_FORMAT[4]
+JOB_FORMAT[5], JOB_FORMAT[6] = JOB_FORMAT[4], JOB_FORMAT[4]
 local function put_jobs(jobs_in, at, kinds, w, out, format, pos)
   local read, fmt = struct.unpack, JOB_FORMAT[format or 4]
   pos = pos or 1
@@ -373,9 +379,9 @@ local function put_jobs(jobs_in, at, kinds, w, out, format, pos)
   end
 end
 -- Move the intake's jobs into their buckets and slots, as `put` would
--- have at each entry's time. Every script but open, add and put
--- (which calls it first) calls it before anything else, so that none sees
--- the store without them.
+-- have at each entry's time. Every script that writes but open and add
+-- calls it before anything else, so that none sees the store without
+-- them; those that only read see the intake where it is (intake_each).
 local INTAKE = base .. ':incoming'
 -- The jobs of an entry the client stamped (hwtimer.durable.redis_entry:
 -- after its mark, each job's id, kind, due time as text and value, all new,
@@ -496,12 +502,64 @@ local function earliest(kinds)
 end
 ]]
 
-local function script(body, with_ack)
-  return PRELUDE .. (with_ack and ACK or "") .. body
+-- A script: the prelude, the acknowledgements' functions when `with_ack`,
+-- the body; `flags` (Redis 7's, e.g. "no-writes": Redis then refuses any
+-- write the script would make) in its first line.
+local function script(body, with_ack, flags)
+  return (flags and "#!lua flags=" .. flags .. "\n" or "") .. PRELUDE .. (with_ack and ACK or "") .. body
 end
 
--- Open: check the keys, make a store or upgrade one (its own file).
-S.open = require("hwtimer.durable.redis_open")(script)
+-- The intake read where it is, for the scripts that only read: flagged
+-- no-writes (Redis refuses any write they would make, and runs them past
+-- maxmemory, where a script that moved the intake first would be refused
+-- at that write, and with it every read; and hwtimer-jobs' reads change
+-- not a byte). f(id, kind, due, raw) for each of its jobs, as the drain
+-- would store it; not for one that a bucket or block holds already (a
+-- drain that failed halfway wrote it there, and the next one writes it
+-- again, the same). The intake's jobs have fresh ids: none dead, none
+-- leased, none a schedule, none replacing another.
+local INTAKE_READ = [[
+local function intake_each(f)
+  local items, read = redis.call('LRANGE', INTAKE, 0, -1), struct.unpack
+  for i = 1, #items do
+    local e = items[i]
+    if string.byte(e) == 61 then -- '=': stamped by the client, the jobs as stored
+      local pos = 2
+      while pos <= #e do
+        local id, kind, due, raw
+        id, kind, due, raw, pos = read('>I4c0I4c0I4c0I4c0', e, pos)
+        if not jget(id) then f(id, kind, tonumber(due), raw) end
+      end
+    else -- "seconds microseconds jobs" (the `add` script's), as put_jobs reads them
+      local sec, us, pos = string.match(e, '^(%d+) (%d+) ()')
+      local at = tonumber(sec) * 1000000 + tonumber(us)
+      while pos <= #e do
+        local id, kind, has, relative, payload, due, every, sched, _
+        id, kind, has, relative, _, payload, due, every, sched, pos = read(JOB_FORMAT[4], e, pos)
+        due = tonumber(due)
+        if relative == 1 then due = at + due end
+        if not jget(id) then
+          local raw = pack(kind, due, tonumber(every), 0, '', has == 1 and payload, false, 0, due, sched_read(sched))
+          f(id, kind, due, raw)
+        end
+      end
+    end
+  end
+end
+]]
+-- A script that only reads (see INTAKE_READ).
+local function reader(body) return script(INTAKE_READ .. body, false, "no-writes") end
+-- A script that frees memory or keeps it about level (a cancel, a claim,
+-- an acknowledgement; each moves the intake in first): flagged allow-oom,
+-- so that a Redis past maxmemory still runs the jobs it holds and lets
+-- them go. A schedule (put, add, the client's RPUSH) is refused there.
+local function freeing(body, with_ack) return script(body, with_ack, "allow-oom") end
+
+-- Open: check the keys, make a store or upgrade one (its own file); the
+-- open of `existing = true` (hwtimer-jobs) makes and upgrades none, and
+-- writes nothing.
+local open = require("hwtimer.durable.redis_open")
+S.open, S.open_existing = open(script), open(script, true)
 
 -- Put: ARGV[1] the jobs, each (id, kind, has payload, relative, fresh,
 -- payload, when, every, schedule) as hwtimer.durable.redis writes them for
@@ -546,7 +604,7 @@ return { t[1] * 1000000 + t[2], n }
 ]]
 
 -- Drain: the intake into the buckets and slots. Returns { now }.
-S.drain = script([[
+S.drain = freeing([[
 drain()
 return done({ now })
 ]])
@@ -555,7 +613,7 @@ return done({ now })
 -- unknown; { now, 'leased', lease end } when another owner holds it under a
 -- live lease (it may be running there: left as it is); else { now, the ready
 -- time it had (0 when dead) }.
-S.cancel = script([[
+S.cancel = freeing([[
 drain()
 local id = ARGV[1]
 local raw = jget(id)
@@ -568,17 +626,16 @@ return done({ now, dead == 1 and 0 or ready })
 ]])
 
 -- Get: ARGV[1] the id. Returns { now } or { now, fields... }.
-S.get = script([[
-drain()
+S.get = reader([[
 local out = { now }
 local raw = jget(ARGV[1])
+if not raw then intake_each(function(id, _, _, r) if id == ARGV[1] then raw = r end end) end
 if raw then fields(out, raw) end
 return out
 ]])
 
 -- Dead: { now, (id, fields...)... } by due time.
-S.dead = script([[
-drain()
+S.dead = reader([[
 local out = { now }
 for _, id in ipairs(redis.call('ZRANGE', DEAD, 0, -1)) do
   local raw = jget(id)
@@ -591,25 +648,26 @@ return out
 ]])
 
 -- Pending: { now, jobs not dead }.
-S.pending = script([[
-drain()
+S.pending = reader([[
 bucket_state()
-return { now, jobs - redis.call('ZCARD', DEAD) }
+local n = jobs - redis.call('ZCARD', DEAD)
+intake_each(function() n = n + 1 end)
+return { now, n }
 ]])
 
 -- Range: ARGV[1], ARGV[2] bounds (excluded). Returns { now, blob of the
 -- ready times }, each distinct ready time of any kind once.
-S.range = script([[
-drain()
+S.range = reader([[
 local out, seen = {}, {}
 local lo, hi = tonumber(ARGV[1]), tonumber(ARGV[2])
-for _, kind in ipairs(redis.call('SMEMBERS', KINDS)) do
-  local function add(ready)
-    if not seen[ready] then
-      seen[ready] = true
-      out[#out + 1] = ready
-    end
+local function add(ready)
+  if not seen[ready] then
+    seen[ready] = true
+    out[#out + 1] = ready
   end
+end
+intake_each(function(_, _, due) if due > lo and due < hi then add(due) end end)
+for _, kind in ipairs(redis.call('SMEMBERS', KINDS)) do
   ready_each(kind, lo, hi, nil, function(_, ready) add(ready) end)
   local l = redis.call('ZRANGEBYSCORE', lkey(kind), '(' .. ARGV[1], '(' .. ARGV[2], 'WITHSCORES')
   for i = 2, #l, 2 do add(tonumber(l[i])) end
@@ -618,13 +676,13 @@ return { now, blob(out) }
 ]])
 
 -- Peek (the poll): ARGV the handled kinds. Returns { now, earliest ready }.
-S.peek = script([[
+S.peek = freeing([[
 drain()
 return { now, earliest(ARGV) }
 ]], true)
 
 -- Ack: ARGV[1] owner, ARGV[2] the acknowledgements. Returns { now, ready... }.
-S.ack = script([[
+S.ack = freeing([[
 drain()
 local reload = { now }
 ack_all(ARGV[1], ARGV[2], reload)
@@ -634,7 +692,7 @@ return done(reload)
 -- Renew: ARGV[1] owner, ARGV[2] lease (microseconds), ARGV[3] a blob of
 -- (id, attempt) per job. Moves the end of each lease the owner still holds
 -- for that attempt to now + lease. Returns { now, blob of those ids }.
-S.renew = script([[
+S.renew = freeing([[
 drain()
 local owner, until_, field, kept = ARGV[1], now + tonumber(ARGV[2]), reader(ARGV[3]), {}
 while true do
@@ -660,7 +718,7 @@ return { now, blob(kept) }
 -- ready time to the end of its lease. Returns { now, earliest ready left,
 -- blob of the acknowledgements' new ready times, blob of the jobs: per job
 -- its ready time, id, fields... }.
-S.claim = script([[
+S.claim = freeing([[
 drain()
 local claimer, lease, most = ARGV[1], tonumber(ARGV[3]), tonumber(ARGV[4])
 local kinds = {}
@@ -720,6 +778,6 @@ return done({ now, earliest(kinds), blob(reload), blob(rows) })
 
 -- The scripts that operate a store (q:counts, q:jobs, q:retry, q:run_now):
 -- a file of their own, on the same prelude.
-for name, text in pairs(require("hwtimer.durable.redis_ops")(script)) do S[name] = text end
+for name, text in pairs(require("hwtimer.durable.redis_ops")(script, reader)) do S[name] = text end
 
 return S
