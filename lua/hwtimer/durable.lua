@@ -411,6 +411,9 @@ function Queue:every(kind, spec, payload, opts)
   if not first then
     return nil, "hwtimer.durable: schedule " .. (id or "") .. (id and " " or "") .. "has no time before its stop"
   end
+  -- (for an upsert over a run in flight: the engine starts it there instead,
+  -- where `first` is not after that run's time)
+  sched.later = id and schedule.after_now(sched, self._now()) or nil
   return put(self, kind, first, false, payload, id, sched.every, sched)
 end
 

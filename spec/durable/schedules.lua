@@ -356,6 +356,35 @@ return function(env)
         assert.equal(1, q:pending())
       end)
 
+      -- A deploy that changes the schedule while its run holds the lease.
+      for _, case in ipairs({ { "another payload", 1, "q" }, { "another interval", 2, "q" } }) do
+        it("never runs a calendar time twice when " .. case[1] .. " is deployed while its run is in flight", function()
+          local q = open()
+          local every = 0.2 * SLOW
+          local start = env.now() + every
+          local runs = recorder(q, "u", function(job, list)
+            list[#list].payload = job.payload
+            if #list == 1 then
+              assert.equal("u", q:every("u", every * case[2], case[3], { id = "u", start = start, missed = "all" }))
+            end
+          end)
+          assert(q:every("u", every, "p", { id = "u", start = start, missed = "all" }))
+          assert.is_true(env.wait(function() return #runs >= 3 end, 10 * SLOW))
+          q:handle("u", nil)
+          assert.is_true(env.wait(function() local j = q:get("u") return j and not j.leased end))
+          assert.equal("p", runs[1].payload)
+          for i = 2, #runs do
+            assert.equal(case[3], runs[i].payload)
+            assert.is_true(runs[i].scheduled_for > runs[i - 1].scheduled_for,
+              "run " .. i .. " at " .. (runs[i].scheduled_for - start) .. " s after the start, the one before at " ..
+              (runs[i - 1].scheduled_for - start))
+            local k = (runs[i].scheduled_for - start) / (every * case[2])
+            assert.is_true(near(k, math.floor(k + 0.5)), "off its calendar: " .. k)
+          end
+          assert.equal(1, q:pending())
+        end)
+      end
+
       it("never runs a calendar time twice while the same schedule is deployed again and again", function()
         local q = open()
         local function deploy() assert(q:every("u", "*/1 * * * * *", "p", { id = "u", tz = "Europe/Berlin" })) end

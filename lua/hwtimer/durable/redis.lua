@@ -158,12 +158,13 @@ end
 
 -- A schedule's calendar and options as the scripts read them
 -- (hwtimer.durable.redis_schedules): cron, tz, start, stop, limit, missed,
--- window, '' for none; "" for a job that is no schedule.
+-- window, and the first time after now (for an upsert over a run in
+-- flight), '' for none; "" for a job that is no schedule.
 local function sched_put(s)
   if not s then return "" end
   local function t(v) return v and us_near(v) or "" end
   return blob({ s.cron or "", s.tz or "", t(s.start), t(s.stop), s.limit and format("%d", s.limit) or "",
-                s.missed or "", t(s.window) })
+                s.missed or "", t(s.window), t(s.later) })
 end
 
 -- The job as one string (a single concatenation: a table of its parts and

@@ -21,7 +21,7 @@ local function sched_read(text)
     local k, v = SCHED_KEYS[i], field()
     if v ~= '' then s[k] = SCHED_TEXT[k] and v or tonumber(v) end
   end
-  return s
+  return s, tonumber(field() or '') -- (and the first time after now: not stored)
 end
 -- As replies carry it: all ten fields, '' for none; '' for no schedule.
 local function sched_text(s)
@@ -36,7 +36,7 @@ end
 -- alike): left as it is. One of the same calendar (interval, cron, zone,
 -- start) whose run is pending keeps that run; the runs so far stay with
 -- the id.
-local function sched_put(old, kind, payload, due, every, s)
+local function sched_put(old, kind, payload, due, every, s, later)
   s.r, s.a = 0, due
   if not old then return due, 0, s end
   local okind, odue, oevery, oattempt, oowner, opayload, _, odead, _, os = unpack(old)
@@ -52,6 +52,9 @@ local function sched_put(old, kind, payload, due, every, s)
     s.a, s.k = os.a or odue, os.k
     return odue, oattempt, s
   end
+  -- a run in flight: the new schedule's first run comes after its time
+  if oowner ~= '' and odead ~= 1 and later and due <= (os.a or odue) then due = later end
+  s.a = due
   return due, 0, s
 end
 ]]

@@ -359,8 +359,9 @@ local function put_jobs(jobs_in, at, kinds, w, out, format, pos)
     if relative == 1 then due = at + due end
     payload = has == 1 and payload
     local old = fresh ~= 1 and jget(id)
-    local s, attempt = sched_read(sched), 0
-    if s then due, attempt, s = sched_put(old, kind, payload, due, every, s) end
+    local s, later = sched_read(sched)
+    local attempt = 0
+    if s then due, attempt, s = sched_put(old, kind, payload, due, every, s, later) end
     if not due then -- the same schedule: as it is (`attempt` is its due time)
       if out then out[#out + 1] = attempt end
     else

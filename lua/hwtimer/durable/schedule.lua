@@ -157,6 +157,22 @@ function M.first(s, now)
   return t
 end
 
+--- The first time of schedule `s` after `now` (nil: none before its stop):
+-- where a schedule replaces one whose run is in flight, its first run when
+-- `first` would not come after that run's time (a deploy never runs a
+-- calendar time twice).
+function M.after_now(s, now)
+  local t
+  if s.every then
+    local start = s.start or now
+    t = start + (start > now and 0 or (floor((now - start) / s.every) + 1) * s.every)
+  else
+    t = M.calendar(s).after(now)
+  end
+  if t == nil or (s.stop and t > s.stop) then return nil end
+  return t
+end
+
 ---------------------------------------------------------------------------
 -- A claimed run, and the next one
 ---------------------------------------------------------------------------

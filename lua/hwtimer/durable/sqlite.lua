@@ -369,8 +369,9 @@ end
 -- A schedule upserted over the row `o` (schedule_of's columns), or nil:
 -- the values to write (due, attempt, runs, at, late), or nil when it is
 -- the same schedule (nothing to write). The same calendar keeps a pending
--- run's time (a redeploy neither resets nor repeats it); the runs so far
--- stay with the id.
+-- run's time (a redeploy neither resets nor repeats it); over a run in
+-- flight the first run is after that run's time (s.later where `due` is
+-- not); the runs so far stay with the id.
 local function upsert(o, kind, payload, due, every, s)
   if o[1] == nil then return due, 0, 0, due, nil end
   local was = o[3] ~= nil or o[4] ~= nil
@@ -383,6 +384,8 @@ local function upsert(o, kind, payload, due, every, s)
   if same_calendar and o[17] == 0 and o[16] == nil then -- pending: its run kept
     return o[12], o[15], runs, o[13] or o[12], o[14]
   end
+  -- a run in flight: the new schedule's first run comes after its time
+  if o[16] ~= nil and o[17] == 0 and s.later and due <= (o[13] or o[12]) then due = s.later end
   return due, 0, runs, due, nil
 end
 
