@@ -82,6 +82,32 @@ return function(env)
       assert.is_nil(e:get("c1"))
     end)
 
+    -- Other processes claim by the store's index of leases (Redis: a sorted
+    -- set per kind, apart from the job): a renewal must move the lease's
+    -- end there too, or another process takes the job early, or never.
+    it("renew moves the lease's end where other processes claim by it", function()
+      local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
+      local lease = 0.3 * SLOW
+      fresh()
+      assert(e:handle("k", true))
+      assert(e:put("l1", "k", "p", e:now() - 1, false, nil, true))
+      local rows, n = e:claim({}, e:now(), lease, 10, hi)
+      assert.equal(1, n)
+      local other = durable.engine(assert(env.open({ poll = 60, sweep = 60 })))
+      assert(other:handle("k", true))
+      local renewed_at = e:now()
+      assert.is_true(assert(e:renew(rows, 3 * lease)).l1)
+      local function wait_until(t) while e:now() < t do require("socket").sleep(0.01) end end
+      wait_until(renewed_at + 1.5 * lease) -- past the first lease, inside the renewed one
+      local _, early = other:claim({}, other:now(), lease, 10, hi)
+      assert.equal(0, early, "claimed by another process inside its renewed lease")
+      wait_until(renewed_at + 3.5 * lease) -- its owner renews no more, as a process that died
+      local taken, late = other:claim({}, other:now(), lease, 10, hi)
+      assert.equal(1, late, "never claimed again after its renewed lease ended")
+      assert.equal("l1", taken[1].id)
+      assert.equal(2, taken[1].attempt)
+    end)
+
     it("claims only handled kinds, and none not due", function()
       fresh()
       assert(e:put("x1", "other", nil, e:now() - 1, false, nil, true))
