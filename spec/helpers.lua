@@ -240,4 +240,25 @@ function helpers.miss_twice(measure)
   return miss
 end
 
+-- What a spec of a real redis-server needs: spec.nginx (which needs
+-- luasocket), redis-lua and the redis-server command; N and redis-lua's
+-- module, or nil where one is missing.
+function helpers.redis_kit()
+  local ok, N = pcall(require, "spec.nginx")
+  local redis = ok and N.redis_lua()
+  local server = os.execute("command -v redis-server >/dev/null 2>&1")
+  if ok and redis and (server == true or server == 0) then return N, redis end
+  return nil
+end
+
+-- Inside a describe: true where helpers.redis_kit() found nothing, after a
+-- pending test that says what to install (the describe then returns).
+function helpers.without_redis(it, pending)
+  if helpers.redis_kit() then return false end
+  it("needs redis-server, luasocket and redis-lua", function()
+    pending("redis-server, luasocket or redis-lua missing: apt-get install redis-server lua-socket lua-redis")
+  end)
+  return true
+end
+
 return helpers

@@ -8,18 +8,11 @@
 local hwtimer = require("hwtimer")
 local durable = require("hwtimer.durable")
 
-local have_socket, N = pcall(require, "spec.nginx")
-local redis = have_socket and N.redis_lua()
-local have_server = os.execute("command -v redis-server >/dev/null 2>&1")
-have_server = have_server == true or have_server == 0
+local helpers = require("spec.helpers")
+local N, redis = helpers.redis_kit()
 
 describe("durable.open on a Redis server with a password", function()
-  if not (have_socket and redis and have_server) then
-    it("needs redis-server, luasocket and redis-lua", function()
-      pending("redis-server, luasocket or redis-lua missing: apt-get install redis-server lua-socket lua-redis")
-    end)
-    return
-  end
+  if helpers.without_redis(it, pending) then return end
   local server, timer
   setup(function()
     -- default: the password "s3cret"; alice may do everything; reader may

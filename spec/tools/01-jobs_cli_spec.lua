@@ -19,9 +19,7 @@ local USAGE_LINE = C.USAGE_LINE
 
 local REDIS_FORMS = "HOST:PORT[/DB], unix:PATH[?db=DB] or redis[s]://[USER[:PASSWORD]@]HOST[:PORT][/DB] expected"
 local have_sqlite = pcall(require, "hwtimer.sqlite")
-local have_socket, N = pcall(require, "spec.nginx")
-local redis = have_socket and N.redis_lua()
-local have_server = helpers.sh("command -v redis-server >/dev/null 2>&1")
+local N, redis = helpers.redis_kit()
 
 ---------------------------------------------------------------------------
 -- Bad usage: exit status 2, before any store is touched
@@ -518,12 +516,7 @@ describe("hwtimer-jobs", function()
   end)
 
   describe("with a Redis store", function()
-    if not (have_socket and redis and have_server) then
-      it("needs redis-server, luasocket and redis-lua", function()
-        pending("redis-server, luasocket or redis-lua missing: apt-get install redis-server lua-socket lua-redis")
-      end)
-      return
-    end
+    if helpers.without_redis(it, pending) then return end
     local server, n, prefix = nil, 0, nil
     setup(function() server = N.start_redis() end)
     teardown(function() server.stop() end)
@@ -580,7 +573,7 @@ describe("hwtimer-jobs", function()
   end)
 
   describe("with a store on a Redis Cluster", function()
-    if not (have_socket and redis and have_server and helpers.full_size()) then
+    if not (redis and helpers.full_size()) then
       it("runs in the Lua 5.4 run of the source tree, with redis-server, luasocket and redis-lua", function()
         pending("three redis-servers and redis-cli --cluster create take seconds: one run is enough")
       end)

@@ -17,9 +17,7 @@ local run_with, jobs, words, json_of, lines, usage_error = C.run_with, C.jobs, C
   C.usage_error
 
 local have_sqlite = pcall(require, "hwtimer.sqlite")
-local have_socket, N = pcall(require, "spec.nginx")
-local redis = have_socket and N.redis_lua()
-local have_server = helpers.sh("command -v redis-server >/dev/null 2>&1")
+local N, redis = helpers.redis_kit()
 
 -- Whether s is valid UTF-8 (RFC 3629), written here apart from the tool's.
 local function utf8_ok(s)
@@ -297,12 +295,7 @@ describe("hwtimer-jobs and hostile bytes", function()
   end)
 
   describe("with a Redis store", function()
-    if not (have_socket and redis and have_server) then
-      it("needs redis-server, luasocket and redis-lua", function()
-        pending("redis-server, luasocket or redis-lua missing: apt-get install redis-server lua-socket lua-redis")
-      end)
-      return
-    end
+    if helpers.without_redis(it, pending) then return end
     local server, n, prefix = nil, 0, nil
     setup(function() server = N.start_redis() end)
     teardown(function() server.stop() end)

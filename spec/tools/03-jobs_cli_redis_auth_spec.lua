@@ -12,9 +12,7 @@ local durable = require("hwtimer.durable")
 local C = require("spec.tools.cli")
 local sq, TMP, run_with, jobs, json_of, usage_error = C.sq, C.TMP, C.run_with, C.jobs, C.json_of, C.usage_error
 
-local have_socket, N = pcall(require, "spec.nginx")
-local redis = have_socket and N.redis_lua()
-local have_server = helpers.sh("command -v redis-server >/dev/null 2>&1")
+local N, redis = helpers.redis_kit()
 local have_ssl = pcall(require, "ssl")
 local have_openssl = helpers.sh("command -v openssl >/dev/null 2>&1")
 
@@ -28,12 +26,7 @@ local function jobs_env(password, args)
 end
 
 describe("hwtimer-jobs with a Redis server that wants a password", function()
-  if not (have_socket and redis and have_server) then
-    it("needs redis-server, luasocket and redis-lua", function()
-      pending("redis-server, luasocket or redis-lua missing: apt-get install redis-server lua-socket lua-redis")
-    end)
-    return
-  end
+  if helpers.without_redis(it, pending) then return end
   teardown(function() os.execute("rm -rf " .. sq(TMP)) end)
 
   it("refuses a --redis URL it cannot read, its password shown as ***, before any server is asked", function()

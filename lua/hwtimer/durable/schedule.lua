@@ -140,6 +140,12 @@ function M.config(spec, opts, argerror)
   return s
 end
 
+-- t where it is a time of `s` (not nil, not past its stop), else nil.
+local function before_stop(s, t)
+  if t == nil or (s.stop and t > s.stop) then return nil end
+  return t
+end
+
 --- The first time of a new schedule made at `now`: an interval's is
 -- `start`, or one interval after now; a cron expression's the first of its
 -- times at or after `start`, or after now. nil when it has none before
@@ -153,8 +159,7 @@ function M.first(s, now)
   else
     t = M.calendar(s).after(now)
   end
-  if t == nil or (s.stop and t > s.stop) then return nil end
-  return t
+  return before_stop(s, t)
 end
 
 --- The first time of schedule `s` after `now` (nil: none before its stop):
@@ -169,8 +174,7 @@ function M.after_now(s, now)
   else
     t = M.calendar(s).after(now)
   end
-  if t == nil or (s.stop and t > s.stop) then return nil end
-  return t
+  return before_stop(s, t)
 end
 
 ---------------------------------------------------------------------------
