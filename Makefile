@@ -228,6 +228,7 @@ CHECK_PACKAGES := valgrind clang libclang-rt-dev
 check:
 	@$(MAKE) --no-print-directory deps PACKAGES="$(BASE_PACKAGES) $(ALL_LUA_PACKAGES) $(CHECK_PACKAGES)"
 	$(MAKE) check-model check-fuzz check-failalloc check-asan check-tsan check-valgrind check-mutants
+	$(MAKE) check-mutants-random N=$(CI_N)
 
 # Small bugs planted one at a time in a scratch copy (spec/mutants/list.lua);
 # each must make the specs that concern it fail.

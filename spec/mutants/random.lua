@@ -28,7 +28,8 @@ local FILTER_OUT = {}
 for part in (os.getenv("HWT_MUTANT_FILTER_OUT") or ""):gmatch("[^|]+") do FILTER_OUT[#FILTER_OUT + 1] = part end
 
 -- Which specs cover a file, and on which Lua: the files only nginx runs on
--- LuaJIT with the nginx specs, the rest on 5.4. Kept to a few spec files
+-- LuaJIT with the nginx specs, hwtimer.copas on 5.2 (Debian's copas is for
+-- 5.1 and 5.2 only: on 5.4 its specs are pending), the rest on 5.4. Kept to a few spec files
 -- each, the ones that exercise the file most, so that a mutant takes well
 -- under a minute when it is caught.
 local CORE = { "spec/core/02-schedule_spec.lua", "spec/core/03-timeout_spec.lua", "spec/core/06-stop_spec.lua" }
@@ -53,7 +54,7 @@ local COVER = {
   ["csrc/durable/checkpoint.c"] = SQLITE,
   ["lua/hwtimer.lua"] = { "spec/core/01-module_spec.lua", "spec/core/02-schedule_spec.lua" },
   ["lua/hwtimer/check.lua"] = { "spec/core/09-retry_spec.lua", "spec/core/11-badinput_spec.lua" },
-  ["lua/hwtimer/copas.lua"] = { "spec/hosts/08-copas_punctual_spec.lua", "spec/hosts/01-loops_spec.lua" },
+  ["lua/hwtimer/copas.lua"] = { lua = "5.2", "spec/hosts/08-copas_punctual_spec.lua", "spec/hosts/01-loops_spec.lua" },
   ["lua/hwtimer/cqueues.lua"] = { "spec/hosts/02-yield_loops_spec.lua", "spec/hosts/01-loops_spec.lua" },
   ["lua/hwtimer/luv.lua"] = { "spec/hosts/01-loops_spec.lua" },
   ["lua/hwtimer/cron.lua"] = { "spec/cron/01-parse_spec.lua", "spec/cron/02-next_spec.lua" },
@@ -68,14 +69,14 @@ local COVER = {
   ["lua/hwtimer/durable/redis_client.lua"] = { "spec/durable/09-redis_auth_spec.lua", "spec/durable/07-redis_entry_spec.lua" },
   ["lua/hwtimer/durable/redis_open.lua"] = { "spec/durable/08-redis_upgrade_spec.lua", "spec/durable/03-redis_spec.lua" },
   -- only nginx runs these
-  ["lua/hwtimer/ngx.lua"] = { jit = true, "spec/hosts/04-ngx_io_spec.lua", "spec/hosts/03-openresty_spec.lua" },
-  ["lua/hwtimer/metrics_ngx.lua"] = { jit = true, "spec/hosts/07-ngx_metrics_spec.lua" },
-  ["lua/hwtimer/durable/ngx.lua"] = { jit = true, "spec/durable/06-nginx_batch_spec.lua", "spec/durable/04-nginx_spec.lua" },
-  ["lua/hwtimer/durable/redis_batch.lua"] = { jit = true, "spec/durable/06-nginx_batch_spec.lua" },
+  ["lua/hwtimer/ngx.lua"] = { lua = "jit", "spec/hosts/04-ngx_io_spec.lua", "spec/hosts/03-openresty_spec.lua" },
+  ["lua/hwtimer/metrics_ngx.lua"] = { lua = "jit", "spec/hosts/07-ngx_metrics_spec.lua" },
+  ["lua/hwtimer/durable/ngx.lua"] = { lua = "jit", "spec/durable/06-nginx_batch_spec.lua", "spec/durable/04-nginx_spec.lua" },
+  ["lua/hwtimer/durable/redis_batch.lua"] = { lua = "jit", "spec/durable/06-nginx_batch_spec.lua" },
 }
 local function cover(file)
   local c = COVER[file]
-  if c then return c.jit and "jit" or "5.4", c end
+  if c then return c.lua or "5.4", c end
   if file:match("^csrc/") then return "5.4", CORE end
   if file:match("^lua/hwtimer/durable/redis") then return "5.4", REDIS end
   return "5.4", SQLITE -- hwtimer.durable and the rest of lua/hwtimer/durable/
@@ -175,7 +176,9 @@ if not shard then
     .. "%.1f %% of %d counted caught (threshold %g %%) in %d s", SEED, #sample, count.caught, count.timeout,
     count.survived, count.stillborn, count.unjudged, count.lost or 0, skipped, rate, counted, THRESHOLD,
     os.time() - t0))
-  print(string.format("%d passed, %d failed", count.caught, count.survived))
+  -- (CI's closing line counts this one: the sample fails as one, below its threshold)
+  local below = rate < THRESHOLD or count.lost
+  print(string.format("%d passed, %d failed", below and 0 or 1, below and 1 or 0))
   os.exit((rate >= THRESHOLD and not count.lost) and 0 or 1)
 end
 
