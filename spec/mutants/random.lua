@@ -24,6 +24,9 @@ local shard = tonumber(os.getenv("HWT_MUTANT_SHARD"))
 local claims = os.getenv("HWT_MUTANT_CLAIMS")
 -- Tests known to fail on the unmutated tree (parts of their names, split
 -- by "|"), left out of every run.
+-- HWT_MUTANT_ONLY=3,25: only those of the sample (to look at survivors again).
+local ONLY
+for i in (os.getenv("HWT_MUTANT_ONLY") or ""):gmatch("%d+") do ONLY = ONLY or {}; ONLY[tonumber(i)] = true end
 local FILTER_OUT = {}
 for part in (os.getenv("HWT_MUTANT_FILTER_OUT") or ""):gmatch("[^|]+") do FILTER_OUT[#FILTER_OUT + 1] = part end
 
@@ -32,6 +35,8 @@ for part in (os.getenv("HWT_MUTANT_FILTER_OUT") or ""):gmatch("[^|]+") do FILTER
 -- 5.1 and 5.2 only: on 5.4 its specs are pending), the rest on 5.4. Kept to a few spec files
 -- each, the ones that exercise the file most, so that a mutant takes well
 -- under a minute when it is caught.
+-- "test-c": the C core's own tests (make test-c: the wheel against its
+-- model, the worker), first for the files they build: they take seconds.
 local CORE = { "spec/core/02-schedule_spec.lua", "spec/core/03-timeout_spec.lua", "spec/core/06-stop_spec.lua" }
 local SQLITE = { "spec/durable/02-sqlite_module_spec.lua", "spec/durable/01-sqlite_spec.lua" }
 local REDIS = { "spec/durable/07-redis_entry_spec.lua", "spec/durable/03-redis_spec.lua" }
@@ -46,10 +51,11 @@ local COVER = {
   ["csrc/lbase.h"] = { "spec/core/11-badinput_spec.lua", "spec/core/06-stop_spec.lua", "spec/core/02-schedule_spec.lua" },
   ["csrc/lhwtimer.c"] = { "spec/core/01-module_spec.lua", "spec/core/11-badinput_spec.lua", "spec/core/02-schedule_spec.lua" },
   ["csrc/lwake.c"] = { "spec/core/19-wake_socket_spec.lua", "spec/core/07-poll_spec.lua" },
-  ["csrc/pipe.c"] = { "spec/core/07-poll_spec.lua", "spec/core/19-wake_socket_spec.lua" },
-  ["csrc/worker.c"] = { "spec/core/07-poll_spec.lua", "spec/core/19-wake_socket_spec.lua", "spec/core/02-schedule_spec.lua" },
-  ["csrc/driver.c"] = { "spec/core/07-poll_spec.lua", "spec/core/19-wake_socket_spec.lua", "spec/core/02-schedule_spec.lua" },
-  ["csrc/clock.c"] = { "spec/core/02-schedule_spec.lua", "spec/core/07-poll_spec.lua" },
+  ["csrc/pipe.c"] = { "test-c", "spec/core/07-poll_spec.lua", "spec/core/19-wake_socket_spec.lua" },
+  ["csrc/worker.c"] = { "test-c", "spec/core/07-poll_spec.lua", "spec/core/19-wake_socket_spec.lua", "spec/core/02-schedule_spec.lua" },
+  ["csrc/driver.c"] = { "test-c", "spec/core/07-poll_spec.lua", "spec/core/19-wake_socket_spec.lua", "spec/core/02-schedule_spec.lua" },
+  ["csrc/wheel.c"] = { "test-c", "spec/core/02-schedule_spec.lua", "spec/core/03-timeout_spec.lua", "spec/core/06-stop_spec.lua" },
+  ["csrc/clock.c"] = { "test-c", "spec/core/02-schedule_spec.lua", "spec/core/07-poll_spec.lua" },
   ["csrc/durable/lsqlite.c"] = SQLITE,
   ["csrc/durable/checkpoint.c"] = SQLITE,
   ["lua/hwtimer.lua"] = { "spec/core/01-module_spec.lua", "spec/core/02-schedule_spec.lua" },
@@ -77,6 +83,7 @@ local COVER = {
 local function cover(file)
   local c = COVER[file]
   if c then return c.lua or "5.4", c end
+  if file:match("^csrc/[%w_]+%.h$") then return "5.4", { "test-c", CORE[1], CORE[2], CORE[3] } end
   if file:match("^csrc/") then return "5.4", CORE end
   if file:match("^lua/hwtimer/durable/redis") then return "5.4", REDIS end
   return "5.4", SQLITE -- hwtimer.durable and the rest of lua/hwtimer/durable/
@@ -96,31 +103,35 @@ local function identity(file, from, to) return file .. "\0" .. from .. "\0" .. t
 local skip = {}
 for _, e in ipairs(equivalents) do skip[identity(e.file, e.from, e.to)] = e end
 
-local pool, skipped = {}, 0
+local pool = {}
 for _, file in ipairs(files()) do
   for _, m in ipairs(sites.find(C.read(file), file:match("%.lua$") and "lua" or "c")) do
-    if skip[identity(file, m.from, m.to)] then
-      skipped = skipped + 1
-    else
-      m.file = file
-      pool[#pool + 1] = m
-    end
+    m.file = file
+    pool[#pool + 1] = m
   end
 end
 
 -- The seed's sample: a Park-Miller generator (exact in doubles, the same on
--- every Lua) drives a partial Fisher-Yates shuffle of the pool.
+-- every Lua) drives a partial Fisher-Yates shuffle of the pool; the first
+-- N that are not known equivalents are the sample (an equivalent found
+-- later leaves the rest of the sample as it was).
 local state = SEED % 2147483646 + 1
 local function random(n)
   state = (state * 16807) % 2147483647
   return state % n + 1
 end
-local sample = {}
-for i = 1, math.min(N, #pool) do
+local sample, skipped = {}, 0
+for i = 1, #pool do
+  if #sample == N then break end
   local j = i - 1 + random(#pool - i + 1)
   pool[i], pool[j] = pool[j], pool[i]
-  sample[i] = pool[i]
+  if skip[identity(pool[i].file, pool[i].from, pool[i].to)] then
+    skipped = skipped + 1
+  else
+    sample[#sample + 1] = pool[i]
+  end
 end
+for i, m in ipairs(sample) do m.index, m.skip = i, ONLY and not ONLY[i] end
 
 local function diff(m)
   return string.format("--- %s:%d (%s)\n-%s\n+%s", m.file, m.line, m.kind, m.from, m.to)
@@ -146,8 +157,8 @@ local t0 = os.time()
 -- The parent: every shard at once, their output straight through, then the
 -- report from the results they left in the claims directory.
 if not shard then
-  print(string.format("check-mutants-random: seed %d, %d of %d candidates (%d equivalents skipped), %d shards",
-    SEED, #sample, #pool + skipped, skipped, JOBS))
+  print(string.format("check-mutants-random: seed %d, %d of %d candidates (%d equivalents drawn and skipped), %d shards",
+    SEED, #sample, #pool, skipped, JOBS))
   io.stdout:flush()
   claims = C.mktemp("/tmp/hwtimer-claims.XXXXXX")
   local cmds = {}
@@ -159,6 +170,7 @@ if not shard then
   local count = { caught = 0, survived = 0, stillborn = 0, unjudged = 0, timeout = 0 }
   local survivors = {}
   for i, m in ipairs(sample) do
+    if m.skip then goto next end
     local f = io.open(claims .. "/" .. i .. "/result", "rb")
     local r = f and f:read("*l") or "lost"
     if f then f:close() end
@@ -166,14 +178,15 @@ if not shard then
     count[what] = (count[what] or 0) + 1
     if r:match("%(timed out%)") then count.timeout = count.timeout + 1 end
     if what == "survived" then survivors[#survivors + 1] = m end
+    ::next::
   end
   C.remove(claims)
   local counted = count.caught + count.survived
   local rate = counted > 0 and 100 * count.caught / counted or 100
   for _, m in ipairs(survivors) do print("\nsurvivor:\n" .. diff(m)) end
-  print(string.format("\ncheck-mutants-random: seed %d, %d mutants: %d caught (%d of them by a time limit), "
+  print(string.format("\ncheck-mutants-random: seed %d, %d mutants%s: %d caught (%d of them by a time limit), "
     .. "%d survived, %d stillborn, %d unjudged (their spec fails unmutated), %d lost; %d equivalents skipped; "
-    .. "%.1f %% of %d counted caught (threshold %g %%) in %d s", SEED, #sample, count.caught, count.timeout,
+    .. "%.1f %% of %d counted caught (threshold %g %%) in %d s", SEED, #sample, ONLY and " (some)" or "", count.caught, count.timeout,
     count.survived, count.stillborn, count.unjudged, count.lost or 0, skipped, rate, counted, THRESHOLD,
     os.time() - t0))
   -- (CI's closing line counts this one: the sample fails as one, below its threshold)
@@ -202,7 +215,7 @@ local function build(v)
 end
 
 for i, m in ipairs(sample) do
-  if C.claim(claims, i) then
+  if not m.skip and C.claim(claims, i) then
     local path = dir .. "/" .. m.file
     local original = C.read(path)
     local mutated = plant(original, m)
@@ -218,7 +231,13 @@ for i, m in ipairs(sample) do
       -- One spec file at a time, up to the first that fails.
       local ok, failed, out = true, "", ""
       for _, spec in ipairs(specs) do
-        ok, failed, out = C.run_specs(dir, v, { spec }, LIMIT, nil, FILTER_OUT)
+        if spec == "test-c" then
+          out = dir .. "/test-c.log"
+          ok = C.sh(string.format("cd %s && timeout %d make -s test-c >%s 2>&1", C.q(dir), LIMIT, C.q(out)))
+          failed, out = "make test-c", C.read(out)
+        else
+          ok, failed, out = C.run_specs(dir, v, { spec }, LIMIT, nil, FILTER_OUT)
+        end
         if not ok then break end
       end
       if ok then
