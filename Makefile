@@ -88,7 +88,7 @@ NGX_PACKAGES   := nginx libnginx-mod-http-lua luajit2 libluajit2-5.1-dev lua-soc
 
 .PHONY: sqlite all test test-all test-c test-spec test-rock demo bench bench-quick install clean \
         deps deps-test deps-bench check check-model check-fuzz check-failalloc check-asan \
-        check-tsan check-valgrind check-mutants dist
+        check-tsan check-valgrind check-mutants check-mutants-random dist
 
 all: $(MODULE) sqlite
 
@@ -241,11 +241,24 @@ CHECK_PACKAGES := valgrind clang libclang-rt-dev
 check:
 	@$(MAKE) --no-print-directory deps PACKAGES="$(BASE_PACKAGES) $(ALL_LUA_PACKAGES) $(CHECK_PACKAGES)"
 	$(MAKE) check-model check-fuzz check-failalloc check-asan check-tsan check-valgrind check-mutants
+	$(MAKE) check-mutants-random N=$(CI_N)
 
 # Small bugs planted one at a time in a scratch copy (spec/mutants/list.lua);
 # each must make the specs that concern it fail.
 check-mutants:
 	lua5.4 spec/mutants/run.lua
+
+# Mutants nobody chose (spec/mutants/random.lua): N drawn by SEED from every
+# operator, constant, condition and statement of lua/ and csrc/; fails if
+# fewer than THRESHOLD % of those that build are caught. The seed defaults to
+# the commit (a new sample each commit, the same for a commit); make check
+# runs CI_N of them.
+SEED      ?= $(shell printf '%d' 0x$$(git rev-parse --short=7 HEAD 2>/dev/null || echo 0))
+N         ?= 200
+CI_N      ?= 16
+THRESHOLD ?= 90
+check-mutants-random:
+	lua5.4 spec/mutants/random.lua $(SEED) $(N) $(THRESHOLD)
 
 # The wheel against its model: 1,000,000 operations on each of 7 geometries.
 check-model: $(CBUILD)/test_wheel

@@ -27,6 +27,9 @@ return {
     to = "\tn->slot = HWT_SLOT_NONE;\n\tif (due)" },
 
   -- ---- the binding (csrc/l*.c) ----
+  { name = "binding: timer:wakeup(fn) leaves the host planning to wake (a schedule while it is awake calls the hook)",
+    file = "csrc/ldispatch.c", lua = "5.4", specs = { "spec/core/23-wakeup_spec.lua" },
+    from = "\thwt_setuv(L, 1, USERVAL_WAKEUP);\n\tT->host_wake = 0;", to = "\thwt_setuv(L, 1, USERVAL_WAKEUP);\n\tT->host_wake = 1;" },
   { name = "binding: max_pending lets one more in",
     file = "csrc/larm.c", lua = "5.4", specs = { "spec/core/02-schedule_spec.lua", "spec/core/10-features_spec.lua" },
     from = "T->pending < T->max_pending", to = "T->pending <= T->max_pending" },

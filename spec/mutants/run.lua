@@ -14,60 +14,10 @@ local JOBS = tonumber(os.getenv("HWT_MUTANT_JOBS")) or 2
 local shard = tonumber(os.getenv("HWT_MUTANT_SHARD"))
 local claims = os.getenv("HWT_MUTANT_CLAIMS") -- a directory: mutant i is claimed by making i in it
 
-local function sh(cmd)
-  local ok, _, code = os.execute(cmd)
-  if type(ok) == "number" then return ok == 0, ok end -- Lua 5.1
-  return ok == true, code
-end
+local C = dofile("spec/mutants/common.lua")
+local sh, read, write, q, scratch = C.sh, C.read, C.write, C.q, C.scratch
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("*a")
-  f:close()
-  return s
-end
-
-local function write(path, s)
-  local f = assert(io.open(path, "wb"))
-  f:write(s)
-  f:close()
-end
-
-local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
-
--- The scratch copy: the work tree without build/, dist/ and .git.
-local function scratch()
-  local p = assert(io.popen("mktemp -d /tmp/hwtimer-mutants.XXXXXX"))
-  local dir = p:read("*l")
-  p:close()
-  assert(sh("bash -o pipefail -c " .. q("tar --exclude=./build --exclude=./dist --exclude=./.git -cf - . | tar -xf - -C " .. dir)),
-    "could not copy the tree")
-  return dir
-end
-
--- Busted's flags for a mutant: stop at the first failure and, where the
--- mutant names them (`filter`: parts of test names), run only the tests
--- that concern it. Each part becomes a Lua pattern that matches it, every
--- character but a letter or a digit a dot, so that the flags need no quotes.
-local function flags(filter)
-  local f = { "--no-keep-going" }
-  for _, text in ipairs(filter or {}) do f[#f + 1] = "--filter=" .. text:gsub("[^%w]", ".") end
-  return table.concat(f, " ")
-end
-
--- Run `specs` on Lua `v` in the copy, each file for at most `limit` seconds
--- (a mutant's own, for one that makes a spec hang), only the tests `filter`
--- names (all if nil); returns passed?, the failing file(s), log.
-local function run_specs(dir, v, specs, limit, filter)
-  local log = dir .. "/mutant.log"
-  local cmd = string.format("cd %s && HWT_SPEC_LIMIT=%d make -s test-spec LUA_VERSION=%s "
-    .. "BUSTED_FLAGS=%s SPECS=%s >%s 2>&1", q(dir), limit or LIMIT, v, q(flags(filter)), q(table.concat(specs, " ")),
-    log)
-  local passed = sh(cmd)
-  local out = read(log)
-  local failed = out:match("spec files failed: ([^\n]*)") or (passed and "" or "the build")
-  return passed, failed, out
-end
+local function run_specs(dir, v, specs, limit, filter) return C.run_specs(dir, v, specs, limit or LIMIT, filter) end
 
 local function count_once(s, text)
   local n, init = 0, 1
@@ -151,18 +101,8 @@ if not shard and JOBS > 1 and #chosen > 1 then
   os.exit(ok and failed == 0 and caught == #chosen and 0 or 1)
 end
 
--- Whether busted ran a test at all in a log (a filter can match none).
-local function ran_any(out)
-  for n in out:gmatch("(%d+) success[es]* /") do -- ("1 success", "2 successes")
-    if tonumber(n) > 0 then return true end
-  end
-  return false
-end
-
--- A shard's next mutant: one no other shard has claimed (mkdir is atomic).
-local function claim(i)
-  return not claims or sh("mkdir " .. q(claims .. "/" .. i) .. " 2>/dev/null")
-end
+local ran_any = C.ran_any
+local function claim(i) return C.claim(claims, i) end
 
 if not shard then baseline() end
 local dir = scratch()

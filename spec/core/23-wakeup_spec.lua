@@ -1,0 +1,52 @@
+-- timer:wakeup(fn): the hook of a host that sleeps until timer:timeout()
+-- on something other than the pipe (nginx). It is called when something
+-- becomes due before the host's planned wake-up, and only then: a host that
+-- is awake (no timeout() asked since the hook was set, or since the hook
+-- last ran) has nothing to be woken from.
+local hwtimer = require("hwtimer")
+
+describe("timer:wakeup", function()
+  local timer, woken
+  local function nop() end
+  before_each(function()
+    timer = hwtimer.new({ tick = 0.001 })
+    woken = 0
+  end)
+  after_each(function() timer:stop() end)
+
+  it("is not called for schedules made while the host is awake", function()
+    timer:wakeup(function() woken = woken + 1 end)
+    timer:schedule(0, nop)
+    timer:schedule(0.5, nop)
+    timer:every(0.2, nop)
+    assert.are.equal(0, woken)
+  end)
+
+  it("is called once for a schedule due before the planned wake-up, not for the next", function()
+    timer:schedule(10, nop)
+    timer:wakeup(function() woken = woken + 1 end)
+    timer:timeout() -- (the host plans to wake in 10 s)
+    timer:schedule(0.5, nop)
+    assert.are.equal(1, woken)
+    timer:schedule(0, nop) -- (the host has been woken: it is awake)
+    assert.are.equal(1, woken)
+  end)
+
+  it("is not called for a schedule due after the planned wake-up", function()
+    timer:schedule(1, nop)
+    timer:wakeup(function() woken = woken + 1 end)
+    timer:timeout()
+    timer:schedule(5, nop)
+    assert.are.equal(0, woken)
+  end)
+
+  it("set anew, forgets the wake-up the host planned before", function()
+    timer:schedule(10, nop)
+    timer:wakeup(function() woken = woken + 100 end)
+    timer:timeout()
+    timer:wakeup(function() woken = woken + 1 end)
+    timer:schedule(0, nop)
+    timer:schedule(0.5, nop)
+    assert.are.equal(0, woken)
+  end)
+end)

@@ -1,0 +1,28 @@
+-- Generated mutants (spec/mutants/random.lua) shown to be equivalent: no
+-- test can tell them from the code, for the reason given. Each is named by
+-- its file, the exact text of the line and the line that replaces it (""
+-- for a line deleted); the generator skips them. A change to the line makes
+-- its entry stale (the mutant is then a new one, judged afresh).
+return {
+  { file = "lua/hwtimer/tzif.lua",
+    from = "  if z.nwindows >= 64 then z.windows, z.nwindows = {}, 0 end",
+    to = "  if z.nwindows >= 65 then z.windows, z.nwindows = {}, 0 end",
+    reason = "the bound of a cache of computed year windows: one more kept before it is emptied changes no answer" },
+  { file = "csrc/durable/checkpoint.c",
+    from = "\tpthread_cond_destroy(&c->wake);", to = "",
+    reason = "glibc's pthread_cond_destroy frees nothing (a condition variable holds no resource): not destroying one "
+      .. "just before free() changes no behaviour on the Linux this runs on" },
+  { file = "csrc/larm.c",
+    from = "\t\t\t\t\t     HWT_PACK_IN_HANDLE && packed ? 1 + (p != NULL) + nargs : 0);",
+    to = "\t\t\t\t\t     HWT_PACK_IN_HANDLE && packed ? 2 + (p != NULL) + nargs : 0);",
+    reason = "one user value more on a handle that packs its task: a slot nothing reads or writes (a few bytes more)" },
+  { file = "lua/hwtimer/durable/redis_batch.lua", from = "M.WAIT = 60", to = "M.WAIT = 61",
+    reason = "the bound past which a caller takes the sender before it as gone, meant to be longer than any socket "
+      .. "timeout: a second more changes no outcome, only how late a lost sender is given up after a minute" },
+  { file = "lua/hwtimer/tzif.lua",
+    from = "  z.windows[y], z.nwindows = out, z.nwindows + 1", to = "  z.windows[y], z.nwindows = out, z.nwindows + 2",
+    reason = "the count of that cache: counting by two empties it after 32 windows in place of 64, which changes no answer" },
+  { file = "csrc/durable/checkpoint.c",
+    from = "\tpthread_mutex_destroy(&c->lock);", to = "",
+    reason = "as the cond_destroy above: glibc's pthread_mutex_destroy of an unlocked mutex frees nothing" },
+}

@@ -1,0 +1,268 @@
+-- make check-mutants-random: mutants nobody chose. spec/mutants/sites.lua
+-- finds every candidate mutant of lua/ and csrc/ (not csrc/test/) by token
+-- rules; a seed picks N of them uniformly (the same N for the same seed and
+-- tree); each is planted in a scratch copy and the specs that cover its
+-- file run there (stopping at the first failure, each file for at most
+-- HWT_MUTANT_LIMIT seconds: a mutant that makes a spec hang is killed by
+-- the time limit). Those in spec/mutants/equivalents.lua are skipped.
+--   lua5.4 spec/mutants/random.lua SEED N [THRESHOLD]
+-- A mutant that does not load (Lua) or build (C) is stillborn, not counted.
+-- A spec file that catches a mutant is run once on the unmutated tree too
+-- (once per run): if it fails there, its mutants are "unjudged", not caught.
+-- Fails when fewer than THRESHOLD % (default 90) of the counted mutants are
+-- caught; prints each survivor's diff.
+local C = dofile("spec/mutants/common.lua")
+local sites = dofile("spec/mutants/sites.lua")
+local equivalents = dofile("spec/mutants/equivalents.lua")
+
+local SEED = math.floor(tonumber(arg[1]) or 1)
+local N = math.floor(tonumber(arg[2]) or 200)
+local THRESHOLD = tonumber(arg[3]) or 90
+local LIMIT = tonumber(os.getenv("HWT_MUTANT_LIMIT")) or 120
+local JOBS = tonumber(os.getenv("HWT_MUTANT_JOBS")) or 2
+local shard = tonumber(os.getenv("HWT_MUTANT_SHARD"))
+local claims = os.getenv("HWT_MUTANT_CLAIMS")
+-- Tests known to fail on the unmutated tree (parts of their names, split
+-- by "|"), left out of every run.
+-- HWT_MUTANT_ONLY=3,25: only those of the sample (to look at survivors again).
+local ONLY
+for i in (os.getenv("HWT_MUTANT_ONLY") or ""):gmatch("%d+") do ONLY = ONLY or {}; ONLY[tonumber(i)] = true end
+local FILTER_OUT = {}
+for part in (os.getenv("HWT_MUTANT_FILTER_OUT") or ""):gmatch("[^|]+") do FILTER_OUT[#FILTER_OUT + 1] = part end
+
+-- Which specs cover a file, and on which Lua: the files only nginx runs on
+-- LuaJIT with the nginx specs, hwtimer.copas on 5.2 (Debian's copas is for
+-- 5.1 and 5.2 only: on 5.4 its specs are pending), the rest on 5.4. Kept to a few spec files
+-- each, the ones that exercise the file most, so that a mutant takes well
+-- under a minute when it is caught.
+-- "test-c": the C core's own tests (make test-c: the wheel against its
+-- model, the worker), first for the files they build: they take seconds.
+local CORE = { "spec/core/02-schedule_spec.lua", "spec/core/03-timeout_spec.lua", "spec/core/06-stop_spec.lua" }
+local SQLITE = { "spec/durable/02-sqlite_module_spec.lua", "spec/durable/01-sqlite_spec.lua" }
+local REDIS = { "spec/durable/07-redis_entry_spec.lua", "spec/durable/03-redis_spec.lua" }
+local COVER = {
+  ["csrc/larm.c"] = { "spec/core/23-wakeup_spec.lua", "spec/core/02-schedule_spec.lua", "spec/core/03-timeout_spec.lua", "spec/core/10-features_spec.lua" },
+  ["csrc/larm.h"] = { "spec/core/03-timeout_spec.lua", "spec/core/10-features_spec.lua", "spec/core/02-schedule_spec.lua" },
+  ["csrc/ltimeout.c"] = { "spec/core/03-timeout_spec.lua", "spec/core/21-take_spec.lua", "spec/core/08-stats_spec.lua" },
+  ["csrc/ldispatch.c"] = { "spec/core/23-wakeup_spec.lua", "spec/core/04-dispatch_spec.lua", "spec/core/03-timeout_spec.lua",
+    "spec/core/21-take_spec.lua", "spec/core/08-stats_spec.lua", "spec/core/07-poll_spec.lua" },
+  ["csrc/ltimer.c"] = { "spec/core/03-timeout_spec.lua", "spec/core/06-stop_spec.lua", "spec/core/07-poll_spec.lua" },
+  ["csrc/lstats.c"] = { "spec/core/08-stats_spec.lua", "spec/core/20-metrics_spec.lua" },
+  ["csrc/lbase.c"] = { "spec/core/11-badinput_spec.lua", "spec/core/06-stop_spec.lua", "spec/core/02-schedule_spec.lua" },
+  ["csrc/lbase.h"] = { "spec/core/11-badinput_spec.lua", "spec/core/06-stop_spec.lua", "spec/core/02-schedule_spec.lua" },
+  ["csrc/lhwtimer.c"] = { "spec/core/01-module_spec.lua", "spec/core/11-badinput_spec.lua", "spec/core/02-schedule_spec.lua" },
+  ["csrc/lwake.c"] = { "spec/core/19-wake_socket_spec.lua", "spec/core/07-poll_spec.lua" },
+  ["csrc/pipe.c"] = { "test-c", "spec/core/07-poll_spec.lua", "spec/core/19-wake_socket_spec.lua" },
+  ["csrc/worker.c"] = { "test-c", "spec/core/07-poll_spec.lua", "spec/core/19-wake_socket_spec.lua", "spec/core/02-schedule_spec.lua" },
+  ["csrc/driver.c"] = { "test-c", "spec/core/07-poll_spec.lua", "spec/core/19-wake_socket_spec.lua", "spec/core/02-schedule_spec.lua" },
+  ["csrc/wheel.c"] = { "test-c", "spec/core/02-schedule_spec.lua", "spec/core/03-timeout_spec.lua", "spec/core/06-stop_spec.lua" },
+  ["csrc/clock.c"] = { "test-c", "spec/core/02-schedule_spec.lua", "spec/core/07-poll_spec.lua" },
+  ["csrc/durable/lsqlite.c"] = SQLITE,
+  ["csrc/durable/checkpoint.c"] = SQLITE,
+  ["lua/hwtimer.lua"] = { "spec/core/01-module_spec.lua", "spec/core/02-schedule_spec.lua" },
+  ["lua/hwtimer/check.lua"] = { "spec/core/09-retry_spec.lua", "spec/core/11-badinput_spec.lua" },
+  ["lua/hwtimer/copas.lua"] = { lua = "5.2", "spec/hosts/08-copas_punctual_spec.lua", "spec/hosts/01-loops_spec.lua" },
+  ["lua/hwtimer/cqueues.lua"] = { "spec/hosts/02-yield_loops_spec.lua", "spec/hosts/01-loops_spec.lua" },
+  ["lua/hwtimer/luv.lua"] = { "spec/hosts/01-loops_spec.lua" },
+  ["lua/hwtimer/cron.lua"] = { "spec/cron/01-parse_spec.lua", "spec/cron/02-next_spec.lua" },
+  ["lua/hwtimer/tzif.lua"] = { "spec/cron/05-zones_spec.lua", "spec/cron/02-next_spec.lua" },
+  ["lua/hwtimer/retry.lua"] = { "spec/core/09-retry_spec.lua" },
+  ["lua/hwtimer/runner.lua"] = { "spec/core/08-stats_spec.lua", "spec/hosts/02-yield_loops_spec.lua" },
+  ["lua/hwtimer/metrics.lua"] = { "spec/core/20-metrics_spec.lua" },
+  ["lua/hwtimer/text.lua"] = { "spec/core/09-retry_spec.lua", "spec/durable/02-sqlite_module_spec.lua", "spec/durable/01-sqlite_spec.lua" },
+  ["lua/hwtimer/jobs_cli.lua"] = { "spec/tools/01-jobs_cli_spec.lua", "spec/tools/02-jobs_cli_bytes_spec.lua" },
+  ["lua/hwtimer/jobs_cli_text.lua"] = { "spec/tools/02-jobs_cli_bytes_spec.lua", "spec/tools/01-jobs_cli_spec.lua" },
+  ["lua/hwtimer/jobs_cli_redis.lua"] = { "spec/tools/01-jobs_cli_spec.lua", "spec/tools/03-jobs_cli_redis_auth_spec.lua" },
+  ["lua/hwtimer/durable/redis_client.lua"] = { "spec/durable/09-redis_auth_spec.lua", "spec/durable/07-redis_entry_spec.lua" },
+  ["lua/hwtimer/durable/redis_open.lua"] = { "spec/durable/08-redis_upgrade_spec.lua", "spec/durable/03-redis_spec.lua" },
+  -- only nginx runs these
+  ["lua/hwtimer/ngx.lua"] = { lua = "jit", "spec/hosts/04-ngx_io_spec.lua", "spec/hosts/03-openresty_spec.lua" },
+  ["lua/hwtimer/metrics_ngx.lua"] = { lua = "jit", "spec/hosts/07-ngx_metrics_spec.lua" },
+  ["lua/hwtimer/durable/ngx.lua"] = { lua = "jit", "spec/durable/06-nginx_batch_spec.lua", "spec/durable/04-nginx_spec.lua" },
+  ["lua/hwtimer/durable/redis_batch.lua"] = { lua = "jit", "spec/durable/06-nginx_batch_spec.lua" },
+}
+local function cover(file)
+  local c = COVER[file]
+  if c then return c.lua or "5.4", c end
+  if file:match("^csrc/[%w_]+%.h$") then return "5.4", { "test-c", CORE[1], CORE[2], CORE[3] } end
+  if file:match("^csrc/") then return "5.4", CORE end
+  if file:match("^lua/hwtimer/durable/redis") then return "5.4", REDIS end
+  return "5.4", SQLITE -- hwtimer.durable and the rest of lua/hwtimer/durable/
+end
+
+-- Every candidate, in a fixed order (files sorted, then by line).
+local function files()
+  local p = assert(io.popen("find lua csrc -path csrc/test -prune -o -type f \\( -name '*.lua' -o -name '*.c' -o -name '*.h' \\) -print | LC_ALL=C sort"))
+  local out = {}
+  for f in p:lines() do out[#out + 1] = f end
+  p:close()
+  return out
+end
+
+local function identity(file, from, to) return file .. "\0" .. from .. "\0" .. to end
+
+local skip = {}
+for _, e in ipairs(equivalents) do skip[identity(e.file, e.from, e.to)] = e end
+
+local pool = {}
+for _, file in ipairs(files()) do
+  for _, m in ipairs(sites.find(C.read(file), file:match("%.lua$") and "lua" or "c")) do
+    m.file = file
+    pool[#pool + 1] = m
+  end
+end
+
+-- The seed's sample: a Park-Miller generator (exact in doubles, the same on
+-- every Lua) drives a partial Fisher-Yates shuffle of the pool; the first
+-- N that are not known equivalents are the sample (an equivalent found
+-- later leaves the rest of the sample as it was).
+local state = SEED % 2147483646 + 1
+local function random(n)
+  state = (state * 16807) % 2147483647
+  return state % n + 1
+end
+local sample, skipped = {}, 0
+for i = 1, #pool do
+  if #sample == N then break end
+  local j = i - 1 + random(#pool - i + 1)
+  pool[i], pool[j] = pool[j], pool[i]
+  if skip[identity(pool[i].file, pool[i].from, pool[i].to)] then
+    skipped = skipped + 1
+  else
+    sample[#sample + 1] = pool[i]
+  end
+end
+for i, m in ipairs(sample) do m.index, m.skip = i, ONLY and not ONLY[i] end
+
+local function diff(m)
+  return string.format("--- %s:%d (%s)\n-%s\n+%s", m.file, m.line, m.kind, m.from, m.to)
+end
+
+local function plant(text, m)
+  local lines, n = {}, 0
+  for l in (text .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    if n == m.line then
+      assert(l == m.from, "the line moved")
+      lines[#lines + 1] = m.to -- (a deleted line is left empty: the others keep their numbers)
+    else
+      lines[#lines + 1] = l
+    end
+  end
+  if text:sub(-1) == "\n" then lines[#lines] = nil end
+  return table.concat(lines, "\n") .. (text:sub(-1) == "\n" and "\n" or "")
+end
+
+local t0 = os.time()
+
+-- The parent: every shard at once, their output straight through, then the
+-- report from the results they left in the claims directory.
+if not shard then
+  print(string.format("check-mutants-random: seed %d, %d of %d candidates (%d equivalents drawn and skipped), %d shards",
+    SEED, #sample, #pool, skipped, JOBS))
+  io.stdout:flush()
+  claims = C.mktemp("/tmp/hwtimer-claims.XXXXXX")
+  local cmds = {}
+  for k = 1, JOBS do
+    cmds[k] = string.format("HWT_MUTANT_SHARD=%d HWT_MUTANT_CLAIMS=%s %s spec/mutants/random.lua %d %d &", k,
+      C.q(claims), C.q(arg[-1] or "lua5.4"), SEED, N)
+  end
+  C.sh("{ " .. table.concat(cmds, " ") .. " wait; }")
+  local count = { caught = 0, survived = 0, stillborn = 0, unjudged = 0, timeout = 0 }
+  local survivors = {}
+  for i, m in ipairs(sample) do
+    if m.skip then goto next end
+    local f = io.open(claims .. "/" .. i .. "/result", "rb")
+    local r = f and f:read("*l") or "lost"
+    if f then f:close() end
+    local what = r:match("^(%a+)")
+    count[what] = (count[what] or 0) + 1
+    if r:match("%(timed out%)") then count.timeout = count.timeout + 1 end
+    if what == "survived" then survivors[#survivors + 1] = m end
+    ::next::
+  end
+  C.remove(claims)
+  local counted = count.caught + count.survived
+  local rate = counted > 0 and 100 * count.caught / counted or 100
+  for _, m in ipairs(survivors) do print("\nsurvivor:\n" .. diff(m)) end
+  print(string.format("\ncheck-mutants-random: seed %d, %d mutants%s: %d caught (%d of them by a time limit), "
+    .. "%d survived, %d stillborn, %d unjudged (their spec fails unmutated), %d lost; %d equivalents skipped; "
+    .. "%.1f %% of %d counted caught (threshold %g %%) in %d s", SEED, #sample, ONLY and " (some)" or "", count.caught, count.timeout,
+    count.survived, count.stillborn, count.unjudged, count.lost or 0, skipped, rate, counted, THRESHOLD,
+    os.time() - t0))
+  -- (CI's closing line counts this one: the sample fails as one, below its threshold)
+  local below = rate < THRESHOLD or count.lost
+  print(string.format("%d passed, %d failed", below and 0 or 1, below and 1 or 0))
+  os.exit((rate >= THRESHOLD and not count.lost) and 0 or 1)
+end
+
+-- A shard.
+local dir = C.scratch()
+-- A spec file's first failure on the unmutated tree (false if it passes),
+-- once per shard: a mutant whose first failure is that same one is not
+-- judged (load, a bug on the branch); one that fails earlier is caught.
+local verified = {}
+local function unmutated_failure(v, file)
+  local key = v .. " " .. file
+  if verified[key] == nil then
+    local ok, _, out = C.run_specs(dir, v, { file }, LIMIT, nil, FILTER_OUT)
+    verified[key] = not ok and (C.first_failure(out) or "?") or false
+  end
+  return verified[key]
+end
+
+local function build(v)
+  return C.sh(string.format("cd %s && make -s all LUA_VERSION=%s >%s/build.log 2>&1", C.q(dir), v, C.q(dir)))
+end
+
+for i, m in ipairs(sample) do
+  if not m.skip and C.claim(claims, i) then
+    local path = dir .. "/" .. m.file
+    local original = C.read(path)
+    local mutated = plant(original, m)
+    local v, specs = cover(m.file)
+    local started = os.time()
+    local result
+    C.write(path, mutated)
+    if m.file:match("%.lua$") and not load(mutated, "=" .. m.file) then
+      result = "stillborn (does not load)"
+    elseif m.file:match("^csrc/") and not build(v) then
+      result = "stillborn (does not build)"
+    else
+      -- One spec file at a time, up to the first that fails.
+      local ok, failed, out = true, "", ""
+      for _, spec in ipairs(specs) do
+        if spec == "test-c" then
+          out = dir .. "/test-c.log"
+          ok = C.sh(string.format("cd %s && timeout %d make -s test-c >%s 2>&1", C.q(dir), LIMIT, C.q(out)))
+          failed, out = "make test-c", C.read(out)
+        else
+          ok, failed, out = C.run_specs(dir, v, { spec }, LIMIT, nil, FILTER_OUT)
+        end
+        if not ok then break end
+      end
+      if ok then
+        result = "survived " .. table.concat(specs, " ")
+      else
+        C.write(path, original)
+        local first = failed:match("^(%S+)")
+        local how = C.first_failure(out)
+        if not (first and first:match("_spec%.lua$")) then
+          result = "caught by " .. failed
+        elseif how and unmutated_failure(v, first) == how then
+          result = "unjudged: " .. first .. " fails unmutated at the same test: " .. how
+        else
+          result = "caught by " .. failed .. (how and how:match("timed out$") and " (timed out)" or "")
+        end
+      end
+    end
+    C.write(path, original)
+    C.sh("mkdir -p " .. C.q(claims .. "/" .. i))
+    C.write(claims .. "/" .. i .. "/result", result .. "\n")
+    print(string.format("%3d  %-9s %s:%d %s: %s (Lua %s, %d s)", i, result:match("^%a+"), m.file, m.line, m.kind,
+      result:gsub("^%a+%s*", ""), v, os.time() - started))
+    if result:match("^survived") then print(diff(m)) end
+    io.stdout:flush()
+  end
+end
+C.remove(dir)
