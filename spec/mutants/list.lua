@@ -112,7 +112,7 @@ return {
   { name = "check: an unknown option is accepted",
     file = "lua/hwtimer/check.lua", lua = "5.4", specs = { "spec/core/09-retry_spec.lua", "spec/durable/01-sqlite_spec.lua" },
     filter = { "rejects unknown option keys", "raises on bad arguments, naming them" },
-    from = "if spec[k] == nil then return nil, unknown(tostring(k)) end", to = "if false then end" },
+    from = "if spec[k] == nil then return nil, unknown(message(k)) end", to = "if false then end" },
   { name = "luv glue: the poll callback never dispatches",
     file = "lua/hwtimer/luv.lua", lua = "5.4", specs = { "spec/hosts/01-loops_spec.lua" },
     from = "    assert(not err, err)\n    timer:dispatch()", to = "    assert(not err, err)" },
