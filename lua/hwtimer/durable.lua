@@ -194,6 +194,13 @@ local function expired_batch(self)
   if next(expired) == nil then self._expired = nil end -- (the fast path again)
 end
 
+-- Why a write from this coroutine is refused now, or nil: another
+-- coroutine's batch is open, or this one's was rolled back.
+local function refused_write(self)
+  if other_batch(self) then return BATCH_BUSY end
+  return self._expired and expired_batch(self)
+end
+
 -- Every timeout of the queue's: its window's, the acknowledgements', the renewals'.
 -- (the renewer stays while handlers run, when `keep_renewer`: runs.close's
 -- end cancels it)
@@ -347,9 +354,7 @@ end
 -- delay when `relative` (the engine adds its clock's now), else epoch
 -- seconds; `sched`: a schedule's (hwtimer.durable.schedule's config).
 local function put(self, kind, when, relative, payload, id, every, sched)
-  local batching = self._batching
-  if batching ~= nil and batching ~= current() then return nil, BATCH_BUSY end
-  local refused = self._expired and expired_batch(self)
+  local refused = refused_write(self)
   if refused then return nil, refused end
   local fresh = id == nil -- ours: no job of that id to replace
   id = id or self._new_id()
@@ -421,12 +426,9 @@ end
 function Queue:batch(fn)
   live(self, "batch")
   if not callable(fn) then argerror(1, "batch", "function expected, got " .. type_name(fn)) end
-  local refused = expired_batch(self)
+  local refused = refused_write(self)
   if refused then return nil, refused end
-  if self._batching then -- nested: part of the outer one, if it is this coroutine's
-    if other_batch(self) then return nil, BATCH_BUSY end
-    return fn(self)
-  end
+  if self._batching then return fn(self) end -- nested: part of the outer one (this coroutine's)
   local engine = self._engine
   local ok, err = engine:begin(self._loaded_until)
   if not ok then return nil, "hwtimer.durable: " .. tostring(err) end
@@ -459,8 +461,7 @@ end
 function Queue:cancel(id)
   live(self, "cancel")
   if not name(id) then argerror(1, "cancel", "non-empty string expected, got " .. type_name(id)) end
-  if other_batch(self) then return nil, BATCH_BUSY end
-  local refused = self._expired and expired_batch(self)
+  local refused = refused_write(self)
   if refused then return nil, refused end
   settle(self) -- a job that ran is not cancelled
   local key, err = self._engine:cancel(id)
@@ -595,8 +596,7 @@ end
 local function make_due(self, fname, id)
   live(self, fname)
   if not name(id) then argerror(1, fname, "non-empty string expected, got " .. type_name(id)) end
-  if other_batch(self) then return nil, BATCH_BUSY end
-  local refused = self._expired and expired_batch(self)
+  local refused = refused_write(self)
   if refused then return nil, refused end
   settle(self)
   return made_due(self, fname, id, self._engine[fname](self._engine, id))
