@@ -10,25 +10,9 @@ local floor, format, concat = math.floor, string.format, table.concat
 -- Text: UTF-8, printable forms
 ---------------------------------------------------------------------------
 
--- (UTF-8 as hwtimer.text reads it: RFC 3629)
+-- (UTF-8 and its printable form as hwtimer.text has them: RFC 3629)
 local text = require("hwtimer.text")
-local map_utf8, valid_utf8 = text.map_utf8, text.valid_utf8
-
-local SHOWN = { ["\\"] = "\\\\", ['"'] = '\\"', ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
-
--- s as a terminal may show it: valid UTF-8 as it is, but backslash, quote
--- (unless `message`: a message's quotes are its own), control characters
--- (C0, DEL, C1) and bytes that are not UTF-8 escaped (\n, \t, \r, \xHH).
-local function printable(s, message)
-  return map_utf8(s, function(str, i, len)
-    local seq = str:sub(i, i + len - 1)
-    local c = seq:byte(1)
-    if SHOWN[seq] and not (message and seq == '"') then return SHOWN[seq] end
-    if c < 0x20 or c == 0x7F then return format("\\x%02X", c) end
-    if c == 0xC2 and seq:byte(2) < 0xA0 then return format("\\x%02X\\x%02X", seq:byte(1, 2)) end
-    return seq
-  end, function(b) return format("\\x%02X", b) end)
-end
+local map_utf8, valid_utf8, printable = text.map_utf8, text.valid_utf8, text.printable
 
 -- Columns a string takes: its UTF-8 characters (printable() has escaped
 -- everything else).

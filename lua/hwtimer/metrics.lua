@@ -41,7 +41,13 @@ M.FAMILIES = FAMILY
 
 -- (well-formed UTF-8 as hwtimer.text reads it: Unicode's table 3-7, no
 -- overlong forms, no surrogates, nothing past U+10FFFF)
-local sequence_at = require("hwtimer.text").utf8_at
+local text = require("hwtimer.text")
+
+local function backslash_doubled(s, i, n)
+  local piece = s:sub(i, i + n - 1)
+  return piece == "\\" and "\\\\" or piece
+end
+local function hex_escaped(b) return ("\\x%02x"):format(b) end
 
 -- s when it is valid UTF-8 (most are: ASCII is checked by one find).
 -- Otherwise s with each byte outside a well-formed sequence written as the
@@ -49,19 +55,8 @@ local sequence_at = require("hwtimer.text").utf8_at
 -- two, and a scrape reads valid UTF-8 (promtool and Prometheus reject a
 -- line with invalid UTF-8 in it, the whole exposition with it).
 local function valid_utf8(s)
-  if not s:find("[\128-\255]") then return s end
-  local out, i, bad = {}, 1, false
-  while i <= #s do
-    local n = sequence_at(s, i)
-    if n then
-      local piece = s:sub(i, i + n - 1)
-      out[#out + 1] = piece == "\\" and "\\\\" or piece
-    else
-      out[#out + 1], bad, n = ("\\x%02x"):format(s:byte(i)), true, 1
-    end
-    i = i + n
-  end
-  return bad and table.concat(out) or s
+  if text.valid_utf8(s) then return s end
+  return text.map_utf8(s, backslash_doubled, hex_escaped)
 end
 
 -- A label value as the exposition writes it: valid UTF-8, then backslash,

@@ -77,36 +77,33 @@ function text.valid_utf8(s)
   return true
 end
 
-local SHOWN = { ["\\"] = "\\\\", ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
+local SHOWN = { ["\\"] = "\\\\", ['"'] = '\\"', ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t" }
 
---- s as one line of a log may carry it: valid UTF-8 as it is, but the
--- backslash, control characters (C0, DEL, and C1 whether raw bytes or
--- UTF-8: U+009B is a terminal's CSI) and bytes that start no UTF-8
--- sequence escaped (\\, \n, \r, \t, \xHH). A newline in an id cannot
--- forge a line; the same string always comes out the same, and two
+local function hex(b) return format("\\x%02X", b) end
+
+--- s as a terminal or a log line may show it: valid UTF-8 as it is, but
+-- the backslash, the double quote (unless `keep_quotes`), control
+-- characters (C0, DEL, and C1 whether raw bytes or UTF-8: U+009B is a
+-- terminal's CSI) and bytes that start no UTF-8 sequence escaped (\\, \",
+-- \n, \r, \t, \xHH). The same string always comes out the same, and two
 -- strings never as one.
-function text.log_safe(s)
-  s = text.message(s)
-  if not s:find("[%z\1-\31\127-\255\\]") then return s end
-  local out, i, n = {}, 1, #s
-  while i <= n do
-    local len = utf8_at(s, i)
-    local c = s:byte(i)
-    if not len then
-      out[#out + 1] = format("\\x%02X", c)
-      len = 1
-    elseif SHOWN[s:sub(i, i)] then
-      out[#out + 1] = SHOWN[s:sub(i, i)]
-    elseif c < 0x20 or c == 0x7F then
-      out[#out + 1] = format("\\x%02X", c)
-    elseif c == 0xC2 and s:byte(i + 1) < 0xA0 then
-      out[#out + 1] = format("\\xC2\\x%02X", s:byte(i + 1))
-    else
-      out[#out + 1] = s:sub(i, i + len - 1)
-    end
-    i = i + len
-  end
-  return concat(out)
+function text.printable(s, keep_quotes)
+  if not s:find('[%z\1-\31\127-\255\\"]') then return s end
+  return text.map_utf8(s, function(str, i, len)
+    local seq = str:sub(i, i + len - 1)
+    local c = seq:byte(1)
+    if SHOWN[seq] and not (keep_quotes and seq == '"') then return SHOWN[seq] end
+    if c < 0x20 or c == 0x7F then return hex(c) end
+    if c == 0xC2 and seq:byte(2) < 0xA0 then return hex(0xC2) .. hex(seq:byte(2)) end
+    return seq
+  end, hex)
+end
+
+--- Any value as one line of a log may carry it (text.message, then
+-- text.printable with its quotes as they are): a newline in an id cannot
+-- forge a line.
+function text.log_safe(v)
+  return text.printable(text.message(v), true)
 end
 
 return text
