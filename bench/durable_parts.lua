@@ -98,7 +98,9 @@ local ok, err = pcall(function()
     ROUNDS, median(t.with), median(t.without), median(t.rpush), median(t.floor)))
 
   -- Part 2: the drain's steps.
-  local steps = S.drain
+  -- (its flags line stays first: what is added goes after it)
+  local flags, steps = S.drain:match("^(#![^\n]*\n)(.*)$")
+  if not flags then flags, steps = "", S.drain end
   local function sub(find, repl)
     local s, n = steps:gsub(find, function() return repl end)
     assert(n == 1, "bench/durable_parts.lua: the drain script changed: " .. find)
@@ -130,7 +132,7 @@ local ok, err = pcall(function()
   for _, var in ipairs(variants) do
     for r = 1, math.max(4, math.floor(ROUNDS / 2)) do
       for _ = 1, 400 do assert(q:schedule("far", 3600)) end
-      local res = c:eval(var[2], 4, k[1], k[2], k[3], k[4])
+      local res = c:eval(flags .. var[2], 4, k[1], k[2], k[3], k[4])
       local v = {}
       for i = 1, 5 do v[i] = tonumber(res[i]) end
       var[3][r] = { read = (v[2] - v[1]) / 400, buckets = (v[3] - v[2]) / 400, slots = (v[4] - v[3]) / 400,
