@@ -125,6 +125,10 @@ describe("OpenResty: hwtimer.metrics_ngx", function()
         assert.equal(w == "0" and 10 or 20, sample(text, "hwtimer_timeouts_fired_total" .. l), text)
       end
     end
+    -- the workers that published those names and served the scrapes survived
+    local log = server.log()
+    assert.is_nil(log:find("exited on signal", 1, true), log)
+    assert.is_nil(log:find("[alert]", 1, true), log)
   end)
 
   it("shows a killed worker's replacement under its id, counting again", function()
