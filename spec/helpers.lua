@@ -240,6 +240,22 @@ function helpers.miss_twice(measure)
   return miss
 end
 
+-- hwtimer-jobs run in this process (hwtimer.jobs_cli.main) with the words
+-- `args`: its stdout, stderr and exit status.
+function helpers.jobs_cli(args)
+  local function sink()
+    local t = {}
+    return { t = t, flush = function() return true end,
+             write = function(self, ...)
+               for _, v in ipairs({ ... }) do t[#t + 1] = tostring(v) end
+               return self
+             end }
+  end
+  local o, e = sink(), sink()
+  local status = require("hwtimer.jobs_cli").main(args, o, e)
+  return table.concat(o.t), table.concat(e.t), status
+end
+
 -- What a spec of a real redis-server needs: spec.nginx (which needs
 -- luasocket), redis-lua and the redis-server command; N and redis-lua's
 -- module, or nil where one is missing.

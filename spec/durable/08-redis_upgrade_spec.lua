@@ -9,11 +9,8 @@
 local hwtimer = require("hwtimer")
 local helpers = require("spec.helpers")
 
-local have_socket, N = pcall(require, "spec.nginx")
-local redis = have_socket and N.redis_lua()
-local have_server = os.execute("command -v redis-server >/dev/null 2>&1")
-have_server = have_server == true or have_server == 0
-if os.getenv("HWT_SLOW") or not (have_socket and redis and have_server) then
+local N, redis = helpers.redis_kit()
+if os.getenv("HWT_SLOW") or not redis then
   describe("hwtimer.durable with Redis, upgrading a store", function()
     it("needs redis-server, luasocket and redis-lua (left out under valgrind)", function()
       pending("pure Lua against redis-server: apt-get install redis-server lua-socket lua-redis")
@@ -419,22 +416,10 @@ describe("hwtimer.durable with Redis, upgrading a store", function()
   -- hwtimer-jobs' reads (counts, ls, show, schedules: docs/operating.md)
   -- write nothing: not a store made, none upgraded, not a byte changed.
   describe("hwtimer-jobs", function()
-    local cli = require("hwtimer.jobs_cli")
-
     -- The tool, run in this process on this test's store: stdout, stderr,
     -- exit status.
     local function jobs(...)
-      local function sink()
-        local t = {}
-        return { t = t, flush = function() return true end,
-                 write = function(self, ...)
-                   for _, v in ipairs({ ... }) do t[#t + 1] = tostring(v) end
-                   return self
-                 end }
-      end
-      local o, e = sink(), sink()
-      local status = cli.main({ "--redis", "127.0.0.1:" .. port, "--prefix", prefix, ... }, o, e)
-      return table.concat(o.t), table.concat(e.t), status
+      return helpers.jobs_cli({ "--redis", "127.0.0.1:" .. port, "--prefix", prefix, ... })
     end
 
     -- Every key of this test's prefix, with its value as DUMP serializes

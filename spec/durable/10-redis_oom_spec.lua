@@ -8,11 +8,8 @@
 local hwtimer = require("hwtimer")
 local helpers = require("spec.helpers")
 
-local have_socket, N = pcall(require, "spec.nginx")
-local redis = have_socket and N.redis_lua()
-local have_server = os.execute("command -v redis-server >/dev/null 2>&1")
-have_server = have_server == true or have_server == 0
-if os.getenv("HWT_SLOW") or not (have_socket and redis and have_server) then
+local N, redis = helpers.redis_kit()
+if os.getenv("HWT_SLOW") or not redis then
   describe("hwtimer.durable with Redis past maxmemory", function()
     it("needs redis-server, luasocket and redis-lua (left out under valgrind)", function()
       pending("pure Lua against redis-server: apt-get install redis-server lua-socket lua-redis")
@@ -58,18 +55,7 @@ describe("hwtimer.durable with Redis past maxmemory", function()
 
   -- hwtimer-jobs, in this process: stdout, stderr, exit status
   local function jobs(...)
-    local function sink()
-      local t = {}
-      return { t = t, flush = function() return true end,
-               write = function(self, ...)
-                 for _, v in ipairs({ ... }) do t[#t + 1] = tostring(v) end
-                 return self
-               end }
-    end
-    local o, e = sink(), sink()
-    local status = require("hwtimer.jobs_cli").main({ "--redis", "127.0.0.1:" .. server.port, "--prefix", "oom", ... },
-      o, e)
-    return table.concat(o.t), table.concat(e.t), status
+    return helpers.jobs_cli({ "--redis", "127.0.0.1:" .. server.port, "--prefix", "oom", ... })
   end
 
   it("still reads, cancels, claims, runs and acknowledges, with jobs in the intake, and refuses new jobs with nil, "
