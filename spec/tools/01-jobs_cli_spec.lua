@@ -99,30 +99,8 @@ describe("hwtimer-jobs", function()
   ---------------------------------------------------------------------------
 
   local function contract(env)
-    local timer, queues
-
-    before_each(function()
-      timer = hwtimer.new()
-      queues = {}
-      env.fresh()
-    end)
-
-    after_each(function()
-      for _, q in ipairs(queues) do q:close() end
-      timer:close()
-    end)
-
-    local function open(opts)
-      opts = opts or {}
-      opts.on_error = function() end
-      for k, v in pairs(env.options()) do opts[k] = opts[k] or v end
-      local q = assert(durable.open(timer, opts))
-      queues[#queues + 1] = q
-      return q
-    end
-
-    local function wait(done, secs) return helpers.wait_until(timer, done, secs or 5) end
-    local function now() return durable.engine(queues[1]):now() end
+    local S = C.store_queues(env, before_each, after_each)
+    local open, wait, now = S.open, S.wait, S.now
 
     -- hwtimer-jobs with the store's options first
     local function cli(...) return jobs(words(env.args(), ...)) end

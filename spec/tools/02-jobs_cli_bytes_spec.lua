@@ -102,27 +102,8 @@ describe("hwtimer-jobs and hostile bytes", function()
   end)
 
   local function contract(env)
-    local timer, queues
-
-    before_each(function()
-      timer = hwtimer.new()
-      queues = {}
-      env.fresh()
-    end)
-
-    after_each(function()
-      for _, q in ipairs(queues) do q:close() end
-      timer:close()
-    end)
-
-    local function open(opts)
-      opts = opts or {}
-      opts.on_error = function() end
-      for k, v in pairs(env.options()) do opts[k] = opts[k] or v end
-      local q = assert(durable.open(timer, opts))
-      queues[#queues + 1] = q
-      return q
-    end
+    local S = C.store_queues(env, before_each, after_each)
+    local open = S.open
 
     local function cli(...) return jobs(words(env.args(), ...)) end
 
@@ -135,7 +116,7 @@ describe("hwtimer-jobs and hostile bytes", function()
       end
       assert(q:schedule("k" .. HOSTILE[3], -1, "x", { id = "dead" .. HOSTILE[5] }))
       assert(q:every("k" .. HOSTILE[4], 60, "s" .. HOSTILE[6], { id = "every" .. HOSTILE[2] }))
-      assert.truthy(helpers.wait_until(timer, function()
+      assert.truthy(helpers.wait_until(S.timer(), function()
         local job = q:get("dead" .. HOSTILE[5])
         return job and job.dead
       end, 5))
@@ -189,7 +170,7 @@ describe("hwtimer-jobs and hostile bytes", function()
       assert(q:schedule("c1", 103, "\194\155", { id = "\194\155c" }))
       assert(q:schedule("k\255", 104, nil, { id = "n\0b" }))
       assert(q:schedule("k\255", -1, nil, { id = "gone\255" }))
-      assert.truthy(helpers.wait_until(timer, function() return q:get("gone\255").dead end, 5))
+      assert.truthy(helpers.wait_until(S.timer(), function() return q:get("gone\255").dead end, 5))
       q:handle("k\255", nil)
       -- an id, read from a document: its bytes
       local function id_of(j)

@@ -210,4 +210,35 @@ C.LUA, C.sq, C.COMMAND, C.USAGE_LINE, C.TMP = LUA, sq, COMMAND, USAGE_LINE, TMP
 C.run_with, C.jobs, C.words, C.NULL, C.decode, C.json_of = run_with, jobs, words, NULL, decode, json_of
 C.iso, C.ISO, C.lines, C.usage_error = iso, ISO, lines, usage_error
 
+--- The queues a spec opens on `env`'s store (SQLite or Redis: env.fresh()
+-- empties it before each test, env.options() selects it), on a timer of
+-- each test's own, closed after it: S.open(opts) (on_error quiet),
+-- S.wait(done, secs) on that timer, S.now() on the store's clock, S.timer().
+function C.store_queues(env, before_each, after_each)
+  local hwtimer, durable = require("hwtimer"), require("hwtimer.durable")
+  local timer, queues
+  before_each(function()
+    timer = hwtimer.new()
+    queues = {}
+    env.fresh()
+  end)
+  after_each(function()
+    for _, q in ipairs(queues) do q:close() end
+    timer:close()
+  end)
+  local S = {}
+  function S.open(opts)
+    opts = opts or {}
+    opts.on_error = function() end
+    for k, v in pairs(env.options()) do opts[k] = opts[k] or v end
+    local q = assert(durable.open(timer, opts))
+    queues[#queues + 1] = q
+    return q
+  end
+  function S.wait(done, secs) return helpers.wait_until(timer, done, secs or 5) end
+  function S.now() return durable.engine(queues[1]):now() end
+  function S.timer() return timer end
+  return S
+end
+
 return C
