@@ -411,14 +411,7 @@ describe("hwtimer-jobs", function()
       return
     end
     local path
-    contract({
-      fresh = function()
-        os.execute("rm -f " .. sq(TMP) .. "/store.db*")
-        path = TMP .. "/store.db"
-      end,
-      options = function() return { path = path } end,
-      args = function() return { "--path", path } end,
-    })
+    contract(C.sqlite_env(function(p) path = p end))
 
     it("refuses a file that is missing (making none) or not a store, exit 1", function()
       local missing = TMP .. "/missing.db"

@@ -226,14 +226,7 @@ describe("hwtimer-jobs and hostile bytes", function()
       return
     end
     local path
-    contract({
-      fresh = function()
-        os.execute("rm -f " .. sq(TMP) .. "/store.db*")
-        path = TMP .. "/store.db"
-      end,
-      options = function() return { path = path } end,
-      args = function() return { "--path", path } end,
-    })
+    contract(C.sqlite_env(function(p) path = p end))
 
     it("refuses at once a --path that is not a regular file: a FIFO, a directory, a device, a socket", function()
       local fifo, dir, sock, link = TMP .. "/fifo", TMP .. "/dir.db", TMP .. "/sock", TMP .. "/link.db"

@@ -210,6 +210,21 @@ C.LUA, C.sq, C.COMMAND, C.USAGE_LINE, C.TMP = LUA, sq, COMMAND, USAGE_LINE, TMP
 C.run_with, C.jobs, C.words, C.NULL, C.decode, C.json_of = run_with, jobs, words, NULL, decode, json_of
 C.iso, C.ISO, C.lines, C.usage_error = iso, ISO, lines, usage_error
 
+--- A store env (as store_queues takes it) on an SQLite file in TMP, made
+-- anew for each test; `with_path(path)` is told its path each time.
+function C.sqlite_env(with_path)
+  local path
+  return {
+    fresh = function()
+      os.execute("rm -f " .. sq(TMP) .. "/store.db*")
+      path = TMP .. "/store.db"
+      if with_path then with_path(path) end
+    end,
+    options = function() return { path = path } end,
+    args = function() return { "--path", path } end,
+  }
+end
+
 --- The queues a spec opens on `env`'s store (SQLite or Redis: env.fresh()
 -- empties it before each test, env.options() selects it), on a timer of
 -- each test's own, closed after it: S.open(opts) (on_error quiet),
