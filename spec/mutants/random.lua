@@ -24,7 +24,8 @@ local shard = tonumber(os.getenv("HWT_MUTANT_SHARD"))
 local claims = os.getenv("HWT_MUTANT_CLAIMS")
 -- Tests known to fail on the unmutated tree (parts of their names, split
 -- by "|"), left out of every run.
--- HWT_MUTANT_ONLY=3,25: only those of the sample (to look at survivors again).
+-- HWT_MUTANT_ONLY=3,25: only those of the sample (to look at survivors again);
+-- HWT_MUTANT_LIST=1: only print the sample.
 local ONLY
 for i in (os.getenv("HWT_MUTANT_ONLY") or ""):gmatch("%d+") do ONLY = ONLY or {}; ONLY[tonumber(i)] = true end
 local FILTER_OUT = {}
@@ -154,6 +155,14 @@ local function plant(text, m)
 end
 
 local t0 = os.time()
+
+-- HWT_MUTANT_LIST=1: print the sample (index and diff) and run nothing.
+if os.getenv("HWT_MUTANT_LIST") == "1" then
+  for i, m in ipairs(sample) do
+    if not m.skip then print(string.format("%3d %s", i, diff(m))) end
+  end
+  os.exit(0)
+end
 
 -- The parent: every shard at once, their output straight through, then the
 -- report from the results they left in the claims directory.
