@@ -179,14 +179,15 @@ function helpers.wait_thread_count(n, secs)
 end
 
 -- Run a Lua snippet in a fresh interpreter with the same paths; returns its
--- combined output and whether it exited 0.
-function helpers.run_lua(code)
+-- combined output and whether it exited 0. `redirect` (shell text) is added
+-- to its command line, as "<&-" to start it with stdin closed.
+function helpers.run_lua(code, redirect)
   local lua = os.getenv("HWT_LUA") or "lua5.4"
   local path = os.tmpname()
   local f = assert(io.open(path, "w"))
   f:write(code)
   f:close()
-  local p = io.popen(string.format("%s %s 2>&1; echo \"exit=$?\"", lua, path))
+  local p = io.popen(string.format("%s %s %s 2>&1; echo \"exit=$?\"", lua, path, redirect or ""))
   local out = p:read("*a")
   p:close()
   os.remove(path)

@@ -55,6 +55,26 @@ describe("descriptors per timer", function()
     assert.equal(before, after)
   end)
 
+  -- A daemon started with stdin closed: the timer's eventfd is then
+  -- descriptor 0, as valid as any other.
+  it("works when its descriptor is 0 (a process started with stdin closed)", function()
+    if not pid then return pending("no /proc: not Linux") end
+    local out, ok = require("spec.helpers").run_lua([[
+      local hwtimer = require("hwtimer")
+      local timer = assert(hwtimer.new())
+      print("fd", timer:getfd())
+      local ran = 0
+      timer:schedule(0.01, function() ran = ran + 1 end)
+      local limit = hwtimer.now() + 5
+      while ran == 0 and hwtimer.now() < limit do timer:run(0.1) end
+      print("ran", ran)
+      timer:close()
+    ]], "<&-")
+    assert.is_true(ok, out)
+    assert.matches("fd\t0\n", out)
+    assert.matches("ran\t1\n", out)
+  end)
+
   it("still wakes a host that polls it", function()
     local timer = hwtimer.new({ tick = 0.001 })
     local ran = 0
