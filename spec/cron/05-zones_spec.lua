@@ -159,6 +159,14 @@ describe("hwtimer.tzif", function()
                            "CET-1CEST,366,5", "CET-1:60", "CET-168", "<A>1" }) do
       assert.is_nil(tzif.parse_posix(bad), bad)
     end
+    -- Each field at both ends of its range, and one past it (POSIX: month
+    -- 1-12, week 1-5, day 0-6, Jn 1-365, n 0-365).
+    for _, edge in ipairs({ "M1.1.0,M12.5.6", "M12.1.6,M1.5.0", "M1.5.6,M12.1.0", "J1,J365", "0,365", "J365,J1" }) do
+      assert.is_table(tzif.parse_posix("CET-1CEST," .. edge), edge)
+    end
+    for _, bad in ipairs({ "M0.1.0,M10.5.0", "M3.0.0,M10.5.0", "M3.1.7,M10.5.0", "M3.5.0,M10.6.0", "J366,J1", "0,366" }) do
+      assert.is_nil(tzif.parse_posix("CET-1CEST," .. bad), bad)
+    end
   end)
 
   it("makes transitions from M, J and n dates, with negative and past-24 h times", function()
