@@ -92,6 +92,25 @@ http {
       local q = require("hwtimer.durable.ngx").get("q", 0)
       ngx.say(q and "open" or "opening")
     } }
+    # hwtimer.durable.redis_batch alone, with a send that takes 5 ms: n
+    # light threads add k jobs each, one after another; then the batch's
+    # state: "TRIPS JOBS busy=B waking=W line=L"
+    location = /batch_unit { content_by_lua_block {
+      local b, trips, jobs = nil, 0, 0
+      b = require("hwtimer.durable.redis_batch").new(function(list)
+        trips, jobs = trips + 1, jobs + #list
+        ngx.sleep(0.005)
+        return "stored"
+      end)
+      local threads = {}
+      for i = 1, tonumber(ngx.var.arg_n) do
+        threads[i] = ngx.thread.spawn(function()
+          for _ = 1, tonumber(ngx.var.arg_k) do assert(b:add({}) == "stored") end
+        end)
+      end
+      for i = 1, #threads do assert(ngx.thread.wait(threads[i])) end
+      ngx.say(string.format("%d %d busy=%s waking=%d line=%d", trips, jobs, tostring(b.busy), b.waking, #b.line))
+    } }
     # one job: "ok ID" or "nil MESSAGE"
     location = /one { content_by_lua_block {
       local a = ngx.req.get_uri_args()
@@ -265,6 +284,19 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
     local trips = rpush_calls(redis.port) - before
     assert.is_true(trips <= k + 2, trips .. " add calls for " .. k .. " rounds of " .. n .. " callers")
     print(string.format("\n    %d callers x %d jobs one after another: %d add calls", n, k, trips))
+  end)
+
+  it("is idle once every caller has its answer: nobody in line, none counted as still to wake", function()
+    -- (a sender left counted as a caller to wake made every later schedule
+    -- wait GATHER for a wake-up that never comes)
+    for _, nk in ipairs({ { 1, 3 }, { 5, 4 }, { 40, 3 } }) do
+      local status, body = N.get(port, "/batch_unit?n=" .. nk[1] .. "&k=" .. nk[2], 30)
+      assert.equal(200, status, body)
+      local trips, jobs, state = body:match("^(%d+) (%d+) (.-)\n$")
+      assert.equal(nk[1] * nk[2], tonumber(jobs), body)
+      assert.is_true(tonumber(trips) <= nk[1] * nk[2], body)
+      assert.equal("busy=false waking=0 line=0", state, body)
+    end
   end)
 
   -- (durable.open raised in the timer that opens the queue: the requests

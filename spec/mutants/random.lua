@@ -71,7 +71,7 @@ local COVER = {
   ["lua/hwtimer/runner.lua"] = { "spec/core/08-stats_spec.lua", "spec/hosts/02-yield_loops_spec.lua" },
   ["lua/hwtimer/metrics.lua"] = { "spec/core/20-metrics_spec.lua" },
   ["lua/hwtimer/text.lua"] = { "spec/core/09-retry_spec.lua", "spec/durable/02-sqlite_module_spec.lua", "spec/durable/01-sqlite_spec.lua" },
-  ["lua/hwtimer/jobs_cli.lua"] = { "spec/tools/01-jobs_cli_spec.lua", "spec/tools/02-jobs_cli_bytes_spec.lua" },
+  ["lua/hwtimer/jobs_cli.lua"] = { "spec/tools/01-jobs_cli_spec.lua", "spec/tools/02-jobs_cli_bytes_spec.lua", "spec/durable/08-redis_upgrade_spec.lua" },
   ["lua/hwtimer/jobs_cli_text.lua"] = { "spec/tools/02-jobs_cli_bytes_spec.lua", "spec/tools/01-jobs_cli_spec.lua" },
   ["lua/hwtimer/jobs_cli_redis.lua"] = { "spec/tools/01-jobs_cli_spec.lua", "spec/tools/03-jobs_cli_redis_auth_spec.lua" },
   ["lua/hwtimer/durable/redis_client.lua"] = { "spec/durable/09-redis_auth_spec.lua", "spec/durable/07-redis_entry_spec.lua" },
@@ -89,6 +89,48 @@ local function cover(file)
   if file:match("^csrc/") then return "5.4", CORE end
   if file:match("^lua/hwtimer/durable/redis") then return "5.4", REDIS end
   return "5.4", SQLITE -- hwtimer.durable and the rest of lua/hwtimer/durable/
+end
+
+-- The Lua versions a line of C is compiled for: the #if LUA_VERSION_NUM
+-- conditions around it (any other condition is taken as true). A mutant in
+-- a part only 5.1 builds (lua_getfenv) is judged on 5.1, not 5.4.
+local NUMS = { ["5.4"] = 504, ["5.3"] = 503, ["5.2"] = 502, ["5.1"] = 501 }
+local function compiled_for(text, line)
+  local stack, n = {}, 0
+  local function cond(expr)
+    local op, num = expr:match("^%s*LUA_VERSION_NUM%s*([<>=!]+)%s*(%d+)%s*$")
+    num = tonumber(num)
+    return function(v)
+      if not op then return true end
+      if op == ">=" then return v >= num elseif op == ">" then return v > num
+      elseif op == "<=" then return v <= num elseif op == "<" then return v < num
+      elseif op == "==" then return v == num elseif op == "!=" then return v ~= num end
+      return true
+    end
+  end
+  for l in (text .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    if n == line then break end
+    local d, rest = l:match("^%s*#%s*(%a+)(.*)$")
+    if d == "if" then stack[#stack + 1] = { now = cond(rest), taken = cond(rest) }
+    elseif d == "ifdef" or d == "ifndef" then stack[#stack + 1] = { now = cond(""), taken = cond("") }
+    elseif (d == "elif" or d == "else") and #stack > 0 then
+      local top, c = stack[#stack], cond(d == "elif" and rest or "")
+      local taken = top.taken
+      top.now = function(v) return not taken(v) and c(v) end
+      top.taken = function(v) return taken(v) or c(v) end
+    elseif d == "endif" then stack[#stack] = nil end
+  end
+  return function(v)
+    for _, e in ipairs(stack) do if not e.now(NUMS[v]) then return false end end
+    return true
+  end
+end
+local function lua_for(m, v)
+  if not m.file:match("^csrc/") or v ~= "5.4" then return v end
+  local on = compiled_for(C.read(m.file), m.line)
+  for _, w in ipairs({ "5.4", "5.1", "5.3", "5.2" }) do if on(w) then return w end end
+  return v
 end
 
 -- Every candidate, in a fixed order (files sorted, then by line).
@@ -236,6 +278,7 @@ for i, m in ipairs(sample) do
     local original = C.read(path)
     local mutated = plant(original, m)
     local v, specs = cover(m.file)
+    v = lua_for(m, v)
     local started = os.time()
     local result
     C.write(path, mutated)

@@ -67,6 +67,8 @@ describe("hwtimer-jobs", function()
         { words(P, "ls", "--kind", ""), "bad --kind '': a non-empty kind expected" },
         { words(P, "ls", "--after", "nope"), "bad --after 'nope': a cursor that ls printed expected" },
         { words(P, "ls", "--after", "inf/a"), "bad --after 'inf/a': a cursor that ls printed expected" },
+        { words(P, "ls", "--after", "1e999/a"), "bad --after '1e999/a': a cursor that ls printed expected" },
+        { words(P, "ls", "--after", "-1e999/a"), "bad --after '-1e999/a': a cursor that ls printed expected" },
         { words(P, "counts", "--state", "dead"), "option --state is for ls only" },
         { words(P, "show", "x", "--limit", "3"), "option --limit is for ls only" },
         { { "counts" }, "--path FILE or --redis ADDRESS expected" },
