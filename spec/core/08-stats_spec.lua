@@ -324,6 +324,22 @@ describe("timer:lateness()", function()
     assert.equal(6, buckets[23][2])
   end)
 
+  it("counts a timeout due at once from when it was scheduled, not from the timer's start", function()
+    local timer = hwtimer.new({ tick = 0.001 })
+    local t0 = hwtimer.now()
+    while hwtimer.now() < t0 + 0.2 do end -- the timer is 0.2 s old
+    local before = hwtimer.now()
+    local t = timer:schedule(0, f)
+    -- due in the tick it was scheduled in
+    assert.is_true(t:deadline() <= hwtimer.now() and t:deadline() > before - 0.0021,
+      ("deadline %.4f s before the schedule"):format(before - t:deadline()))
+    assert.equal(1, timer:dispatch())
+    local _, sum, count = timer:lateness()
+    timer:close()
+    assert.equal(1, count)
+    assert.is_true(sum < 0.1, ("%.3f s late"):format(sum))
+  end)
+
   it("is empty for a timer that ran nothing, and still answers after stop", function()
     local timer = hwtimer.new()
     local buckets, sum, count = timer:lateness()

@@ -30,4 +30,9 @@ return {
     from = "\t\thwt_pipe_close(w->fds);", to = "", after = "\tif ((err = pthread_mutex_init(&w->mu, NULL))) {",
     reason = "the cleanup when pthread_mutex_init fails, which glibc's never does with default attributes "
       .. "(it only fails for a robust or priority attribute): the branch cannot be entered on the Linux this runs on" },
+  { file = "lua/hwtimer/durable/redis.lua",
+    from = "  self.claimed_until = 0 -- the last claim did not take this kind",
+    to = "  self.claimed_until = 1 -- the last claim did not take this kind",
+    reason = "claimed_until is compared with a job's ready time, seconds since 1970 as Redis's TIME gives them "
+      .. "(about 1.8e9): 0 and 1 are both long past every ready time, so either means 'claim again'" },
 }
