@@ -66,6 +66,11 @@ describe("hwtimer.sqlite", function()
     local a, b = sel:first(2)
     assert.is_nil(a)
     assert.is_nil(b)
+    -- as many values as parameters, and no more
+    assert.equal(1, (ins:run("p", "q")))
+    assert.has_error(function() ins:run("p", "q", "r") end, "too many values to bind (3 for 2 parameters)")
+    assert.has_error(function() sel:first(1, 2) end, "too many values to bind (2 for 1 parameters)")
+    assert.equal(4, select(2, ins:run("p")))
     db:close()
   end)
 
