@@ -50,7 +50,7 @@ struct hwt_node {
 
 /* A pending move of one slot's nodes down a level. */
 struct hwt_job {
-	uint32_t src;      /* slot id being drained, or HWT_SLOT_NONE */
+	uint32_t src;      /* slot id being drained, or UINT32_MAX (none) */
 	uint64_t deadline; /* tick by which the slot must be empty */
 };
 

@@ -233,10 +233,35 @@ static void op_move(struct model *m, int i)
 	m->state[i] = m->node[i].slot == HWT_SLOT_DUE ? IN_DUE : IN_WHEEL;
 }
 
-/* Drain work in small steps, as the worker does between expiries. */
+static int any_job(const struct model *m)
+{
+	unsigned lvl;
+	for (lvl = 1; lvl < m->w.levels; lvl++)
+		if (m->w.jobs[lvl].src != UINT32_MAX) /* (wheel.c: NO_SLOT) */
+			return 1;
+	return 0;
+}
+
+/* Drain work in small steps, as the worker does between expiries: a step
+ * with a budget moves some nodes of an active job, never more than the
+ * budget, and says whether work is left (a step that moved nothing and said
+ * "more" would keep the worker spinning until the deadline). */
 static void op_work(struct model *m)
 {
-	(void)hwt_wheel_work(&m->w, (unsigned)(rnd(m) % 64));
+	unsigned budget = (unsigned)(rnd(m) % 64), moved = 0;
+	uint32_t before[NODES];
+	int i, active = any_job(m), left;
+	for (i = 0; i < NODES; i++)
+		before[i] = m->node[i].slot;
+	left = hwt_wheel_work(&m->w, budget);
+	for (i = 0; i < NODES; i++)
+		moved += m->node[i].slot != before[i];
+	if (moved > budget)
+		fail(m, "a step of drain work moved more nodes than its budget");
+	if (active && budget > 0 && moved == 0)
+		fail(m, "a step of drain work with a budget moved nothing");
+	if (left != any_job(m))
+		fail(m, "drain work said wrongly whether work is left");
 }
 
 /* For a node just added: alert() is in the future, and if the node brought
