@@ -100,9 +100,9 @@ end)
 describe("the glue's idle steps", function()
   local runner = require("hwtimer.runner")
   local sleep = require("hwtimer_testutil").sleep
-  it("end before the gap does, and take none in a gap under the margin", function()
+  it("use the gap or the budget, end before the gap does, and take none in a gap under the margin", function()
     local timer = hwtimer.new()
-    local steps, real = 0, _G.collectgarbage
+    local steps, real, budget = 0, _G.collectgarbage, nil
     local function count_steps(gap)
       steps = 0
       _G.collectgarbage = function(what)
@@ -111,15 +111,20 @@ describe("the glue's idle steps", function()
         sleep(0.001)
         return false -- (the cycle never ends)
       end
-      local ok, err = pcall(runner.gc_idle, timer, 1, gap)
+      local ok, err = pcall(runner.gc_idle, timer, budget or 1, gap)
       _G.collectgarbage = real
       assert(ok, err)
       return steps
     end
     local in_20ms, in_margin = count_steps(0.02), count_steps(0.0001)
+    budget = 0.01
+    local in_budget = count_steps(nil) -- (nothing due ahead: the budget bounds it)
     timer:close()
-    assert.is_true(in_20ms >= 1 and in_20ms <= 20, in_20ms .. " steps of 1 ms in a gap of 20 ms")
+    -- and use the gap: more than one step (each at least 1 ms; 2 allows a
+    -- loaded machine's sleeps of up to 10 ms)
+    assert.is_true(in_20ms >= 2 and in_20ms <= 20, in_20ms .. " steps of 1 ms in a gap of 20 ms")
     assert.equal(0, in_margin)
+    assert.is_true(in_budget >= 2 and in_budget <= 10, in_budget .. " steps of 1 ms in a budget of 10 ms")
   end)
 end)
 
