@@ -302,6 +302,45 @@ describe("hwtimer.durable", function()
       assert.equal(ok, q:pending())
       assert.truthy(q:get("j" .. ok))
     end)
+    -- A renewal whose UPDATE fails (a trigger planted here raises while a
+    -- flag is set: what a full disk or an I/O error does to a write) rolls
+    -- its transaction back; the leases are renewed on the next try, and every
+    -- job runs once. (Left open, the transaction made every later BEGIN
+    -- fail: no ack, no claim, each job run again after its lease.)
+    it("rolls back a renewal that fails, and renews again on the next try", function()
+      local reports, own = {}, nil
+      -- the failure, once reported, is taken away (pcall: a lock left held would make that wait and fail)
+      local function on_error(err)
+        reports[#reports + 1] = tostring(err)
+        if tostring(err):find("planted", 1, true) then reports[#reports + 1] = tostring(select(2, pcall(own.exec, own, "UPDATE fail_renew SET on_ = 0"))) end
+      end
+      q = assert(open({ lease = 0.2, poll = 0.05, on_error = on_error }))
+      own = assert(sqlite.open(path))
+      own:busy_timeout(2000)
+      assert(own:exec("CREATE TABLE fail_renew (on_ INTEGER); INSERT INTO fail_renew VALUES (0);"
+        .. "CREATE TRIGGER planted BEFORE UPDATE OF ready ON hwtimer_jobs "
+        .. "WHEN NEW.ready > OLD.ready AND (SELECT on_ FROM fail_renew) = 1 "
+        .. "BEGIN SELECT RAISE(ABORT, 'planted renewal failure'); END"))
+      local ran = {}
+      assert(q:batch(function(b)
+        for i = 1, 8 do b:at("k", os.time() - 1 + i * 2e-6, nil, { id = "j" .. i }) end
+      end))
+      q:handle("k", function(job)
+        ran[#ran + 1] = job.id
+        if job.id == "j2" then assert(own:exec("UPDATE fail_renew SET on_ = 1")) end
+        require("hwtimer_testutil").sleep(0.05)
+      end)
+      local t0 = hwtimer.now()
+      while hwtimer.now() - t0 < 3 and (#ran < 8 or q:pending() > 0) do timer:run(0.02) end
+      while hwtimer.now() - t0 < 3.5 do timer:run(0.02) end -- a second run would show by now
+      own:close()
+      assert.same({ "j1", "j2", "j3", "j4", "j5", "j6", "j7", "j8" }, ran, table.concat(ran, " ") .. " / " .. table.concat(reports, " / "))
+      assert.equal(0, q:pending())
+      assert.truthy(q:schedule("k", 3600)) -- the store takes writes
+      local planted = false
+      for _, r in ipairs(reports) do planted = planted or tostring(r):find("planted renewal failure", 1, true) ~= nil end
+      assert.is_true(planted, "the failed renewal was not reported")
+    end)
   end)
 
   -- SQLite holds a batch's cancels in its transaction: they are rolled back
