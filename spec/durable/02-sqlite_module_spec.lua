@@ -66,11 +66,33 @@ describe("hwtimer.sqlite", function()
     local a, b = sel:first(2)
     assert.is_nil(a)
     assert.is_nil(b)
+    -- each call binds afresh: none given binds NULL, not the last call's
+    assert.same({ "x", "y" }, { sel:first(1) })
+    assert.is_nil((sel:first()))
     -- as many values as parameters, and no more
     assert.equal(1, (ins:run("p", "q")))
     assert.has_error(function() ins:run("p", "q", "r") end, "too many values to bind (3 for 2 parameters)")
     assert.has_error(function() sel:first(1, 2) end, "too many values to bind (2 for 1 parameters)")
     assert.equal(4, select(2, ins:run("p")))
+    db:close()
+  end)
+
+  it("steps a row at a time: bind, step, column, reset", function()
+    local db = assert(sqlite.open(":memory:"))
+    assert(db:exec("CREATE TABLE t (a INTEGER, b TEXT); INSERT INTO t VALUES (1, 'one'), (2, 'two'), (3, NULL)"))
+    local st = assert(db:prepare("SELECT a, b FROM t WHERE a >= ?1 ORDER BY a"))
+    assert.is_true(st:bind(1, 2))
+    local got = {}
+    while st:step() do got[#got + 1] = { st:column(1), st:column(2) } end
+    assert.same({ { 2, "two" }, { 3, nil } }, got)
+    assert.has_error(function() st:column(3) end, "bad argument #1 to 'column' (column index out of range)")
+    assert.has_error(function() st:bind(2, 1) end, "bad argument #1 to 'bind' (parameter index out of range)")
+    st:reset() -- bindings cleared: ?1 is NULL, nothing is >= NULL
+    assert.is_false(st:step())
+    st:reset()
+    assert.is_true(st:bind(1, 1))
+    assert.is_true(st:step())
+    assert.same({ 1, "one" }, { st:column(1), st:column(2) })
     db:close()
   end)
 
