@@ -18,6 +18,27 @@ describe("timer:every", function()
     assert.equal(1, timer:pending())
   end)
 
+  -- (each periodic run re-arms inside the dispatch: one that left the
+  -- dispatch's stack short broke the callbacks after it in the same batch)
+  it("runs beside others due in the same dispatch, periodic and one-shot, with and without arguments", function()
+    local ran = {}
+    local function note(_, tag) ran[tag] = (ran[tag] or 0) + 1 end
+    local every = {}
+    for i = 1, 4 do every[i] = timer:every(0.005, note, "e" .. i) end
+    every[5] = timer:every({ interval = 0.005 }, note, "advanced")
+    for i = 1, 3 do timer:schedule(0.005, note, "s" .. i) end
+    timer:schedule(0.005, function() ran.plain = true end)
+    local t0 = hwtimer.now()
+    while hwtimer.now() < t0 + 0.02 do end -- all due, twice over: one dispatch runs them together
+    assert.equal(9, timer:dispatch())
+    for _, tag in ipairs({ "e1", "e2", "e3", "e4", "advanced", "s1", "s2", "s3" }) do assert.equal(1, ran[tag], tag) end
+    assert.is_true(ran.plain)
+    while hwtimer.now() < t0 + 0.04 do end
+    assert.equal(5, timer:dispatch())
+    assert.equal(2, ran.e4)
+    for i = 1, 5 do every[i]:cancel() end
+  end)
+
   it("uses a fixed delay: the next run is scheduled after the callback returns", function()
     local starts, ends = {}, {}
     local t

@@ -72,6 +72,30 @@ describe("c:next and c:prev in UTC", function()
     assert.same({ 1725235200, 1725840000 }, nexts("0 0 * * 1", sep1, 2))    -- Mondays
   end)
 
+  it("every month and day name, each its own month and day", function()
+    local tzif = require("hwtimer.tzif")
+    local function utc(y, m, d) return tzif.days_from_civil(y, m, d) * 86400 end
+    local from = utc(2025, 12, 15)
+    for m, name in ipairs({ "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec" }) do
+      assert.same({ utc(2026, m, 1), utc(2027, m, 1) }, nexts("0 0 1 " .. name .. " *", from, 2), name)
+    end
+    for d, name in ipairs({ "sun", "mon", "tue", "wed", "thu", "fri", "sat" }) do
+      local first = utc(2026, 1, 4) + (d - 1) * 86400 -- 2026-01-04, a Sunday
+      assert.same({ first, first + 7 * 86400 }, nexts("0 0 * * " .. name, utc(2026, 1, 3), 2), name)
+    end
+  end)
+
+  it("a month or a day ahead starts at its first second", function()
+    local tzif = require("hwtimer.tzif")
+    local function utc(y, m, d) return tzif.days_from_civil(y, m, d) * 86400 end
+    assert.same({ utc(2024, 3, 1), utc(2025, 3, 1) }, nexts("0 0 1 3 *", 1700000000, 2)) -- from 2023-11-14
+    assert.same({ utc(2024, 3, 1), utc(2025, 3, 1) }, nexts("0 0 0 1 3 *", 1700000000, 2))
+    assert.same({ utc(2023, 11, 20) }, nexts("0 0 20 * *", 1700000000, 1))
+    -- day 30 skips February, 29 days long in 2024 and 28 in 2025
+    assert.same({ utc(2024, 1, 30), utc(2024, 3, 30), utc(2024, 4, 30) }, nexts("0 0 30 * *", utc(2024, 1, 29), 3))
+    assert.same({ utc(2025, 1, 29), utc(2025, 3, 29) }, nexts("0 0 29 * *", utc(2025, 1, 28), 2))
+  end)
+
   it("day of week 0 and 7 are both Sunday", function()
     assert.same(nexts("0 0 * * 0", 1725148800, 3), nexts("0 0 * * 7", 1725148800, 3))
     assert.same(nexts("0 0 * * 5,6,0", 1725148800, 6), nexts("0 0 * * fri-sun", 1725148800, 6))

@@ -57,6 +57,10 @@ return function(env)
       local runs_only = metrics.render({ queues = { orders = q }, store = false })
       assert.is_nil(runs_only:find("hwtimer_jobs{", 1, true))
       assert.equal(1, sample(runs_only, 'hwtimer_job_runs_total{kind="bad",outcome="dead",queue="orders"}'))
+      -- without the runs: the store's figures only
+      local store_only = metrics.render({ queues = { orders = q }, runs = false })
+      assert.is_nil(store_only:find("hwtimer_job_runs_total{", 1, true))
+      assert.equal(1, sample(store_only, 'hwtimer_jobs{kind="bad",queue="orders",state="dead"}'))
       for _, id in ipairs({ "dead1", "l1", "l2", "d1" }) do q:cancel(id) end
     end)
 

@@ -35,4 +35,22 @@ return {
     to = "  self.claimed_until = 1 -- the last claim did not take this kind",
     reason = "claimed_until is compared with a job's ready time, seconds since 1970 as Redis's TIME gives them "
       .. "(about 1.8e9): 0 and 1 are both long past every ready time, so either means 'claim again'" },
+  { file = "csrc/larm.c", from = "\tlua_pop(L, 4);", to = "",
+    reason = "check_period's four option values left on the stack: its one caller, lhwt_schedule, takes the "
+      .. "handle's index from lua_gettop and ends with lua_settop(L, h): the stack it returns is the same" },
+  { file = "csrc/larm.c", from = "\tlua_pop(L, 1);", to = "", after = "\tlua_setfield(L, -2, \"nominal\");",
+    reason = "set_nominal's period table left on the stack: every caller works on absolute indices and ends "
+      .. "with lua_settop (lhwt_schedule to h, lhwt_next_period to task - 1)" },
+  { file = "csrc/larm.c", from = "\tlua_remove(L, -2);", to = "", after = "\thwt_packget(L, lua_gettop(L), TASK_PERIOD);",
+    reason = "lhwt_push_period's task left below the period table: its callers (t:reset) read the table at -1, "
+      .. "pop it, and end with lua_settop(L, 1)" },
+  { file = "csrc/pipe.c",
+    from = "\twhile (write(fds[1], is_eventfd(fds) ? (const void *)&one : (const void *)&b, n) < 0 && errno == EINTR)",
+    to = "\twhile (write(fds[1], is_eventfd(fds) ? (const void *)&one : (const void *)&b, n) < 1 && errno == EINTR)",
+    reason = "write of 1 or 8 bytes returns -1 or a positive count, never 0: < 0 and < 1 are the same test" },
+  { file = "lua/hwtimer/cron.lua",
+    from = "      if before and before > off and not self.hour.star then",
+    to = "      if before and before >= off and not self.hour.star then",
+    reason = "before == off never happens (tzif drops transitions that keep the offset), and if it did, "
+      .. "max(x + off, a + before) is x + off since x >= a: the same lo" },
 }

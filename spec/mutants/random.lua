@@ -45,7 +45,8 @@ local CORE = { "spec/core/02-schedule_spec.lua", "spec/core/03-timeout_spec.lua"
 local SQLITE = { "spec/durable/02-sqlite_module_spec.lua", "spec/durable/01-sqlite_spec.lua" }
 local REDIS = { "spec/durable/07-redis_entry_spec.lua", "spec/durable/03-redis_spec.lua" }
 local COVER = {
-  ["csrc/larm.c"] = { "spec/core/23-wakeup_spec.lua", "spec/core/02-schedule_spec.lua", "spec/core/03-timeout_spec.lua", "spec/core/10-features_spec.lua" },
+  ["csrc/larm.c"] = { "spec/core/23-wakeup_spec.lua", "spec/core/02-schedule_spec.lua", "spec/core/03-timeout_spec.lua", "spec/core/10-features_spec.lua",
+    "spec/core/05-every_spec.lua" },
   ["csrc/larm.h"] = { "spec/core/03-timeout_spec.lua", "spec/core/10-features_spec.lua", "spec/core/02-schedule_spec.lua" },
   ["csrc/ltimeout.c"] = { "spec/core/03-timeout_spec.lua", "spec/core/21-take_spec.lua", "spec/core/08-stats_spec.lua" },
   ["csrc/ldispatch.c"] = { "spec/core/23-wakeup_spec.lua", "spec/core/04-dispatch_spec.lua", "spec/core/03-timeout_spec.lua",
@@ -73,7 +74,7 @@ local COVER = {
   ["lua/hwtimer/tzif.lua"] = { "spec/cron/05-zones_spec.lua", "spec/cron/02-next_spec.lua" },
   ["lua/hwtimer/retry.lua"] = { "spec/core/09-retry_spec.lua" },
   ["lua/hwtimer/runner.lua"] = { "spec/core/08-stats_spec.lua", "spec/hosts/02-yield_loops_spec.lua", "spec/core/16-gc_step_spec.lua" },
-  ["lua/hwtimer/metrics.lua"] = { "spec/core/20-metrics_spec.lua" },
+  ["lua/hwtimer/metrics.lua"] = { "spec/core/20-metrics_spec.lua", "spec/durable/01-sqlite_spec.lua#figures for monitoring" },
   ["lua/hwtimer/text.lua"] = { "spec/core/09-retry_spec.lua", "spec/durable/02-sqlite_module_spec.lua", "spec/durable/01-sqlite_spec.lua" },
   ["lua/hwtimer/jobs_cli.lua"] = { "spec/tools/01-jobs_cli_spec.lua", "spec/tools/02-jobs_cli_bytes_spec.lua", "spec/durable/08-redis_upgrade_spec.lua" },
   ["lua/hwtimer/jobs_cli_text.lua"] = { "spec/tools/02-jobs_cli_bytes_spec.lua", "spec/tools/01-jobs_cli_spec.lua" },
@@ -292,8 +293,9 @@ local function run_cover(v, specs)
       out = dir .. "/test-c.log"
       ok = C.sh(string.format("cd %s && timeout %d make -s test-c >%s 2>&1", C.q(dir), LIMIT, C.q(out)))
       failed, out = "make test-c", C.read(out)
-    else
-      ok, failed, out = C.run_specs(dir, v, { spec }, LIMIT, nil, FILTER_OUT)
+    else -- ("FILE#PART": only the tests of FILE whose names hold PART)
+      local file, part = spec:match("^([^#]+)#(.+)$")
+      ok, failed, out = C.run_specs(dir, v, { file or spec }, LIMIT, part and { part }, FILTER_OUT)
     end
     if not ok then break end
   end
