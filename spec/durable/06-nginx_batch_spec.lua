@@ -111,6 +111,40 @@ http {
       for i = 1, #threads do assert(ngx.thread.wait(threads[i])) end
       ngx.say(string.format("%d %d busy=%s waking=%d line=%d", trips, jobs, tostring(b.busy), b.waking, #b.line))
     } }
+    # hwtimer.durable.redis_batch alone, its edges: GATHER set to 1 s, 4
+    # threads add 3 jobs each with a send of 5 ms; then, with WAIT set to
+    # 0.2 s, a sender whose round trip hangs for 1 s and a caller it carries.
+    # "SECONDS_FOR_ROUNDS|CARRIED'S ANSWER"
+    location = /batch_edges { content_by_lua_block {
+      local B = require("hwtimer.durable.redis_batch")
+      local gather, wait = B.GATHER, B.WAIT
+      B.GATHER = 1 -- (a caller left waiting the whole gather shows as seconds)
+      local b = B.new(function() ngx.sleep(0.005) return "stored" end)
+      local threads = {}
+      ngx.update_time()
+      local t0 = ngx.now()
+      for i = 1, 4 do
+        threads[i] = ngx.thread.spawn(function() for _ = 1, 3 do assert(b:add({}) == "stored") end end)
+      end
+      for i = 1, #threads do assert(ngx.thread.wait(threads[i])) end
+      ngx.update_time()
+      local rounds = ngx.now() - t0
+      B.GATHER, B.WAIT = gather, 0.2
+      local trips = 0
+      local hung = B.new(function()
+        trips = trips + 1
+        ngx.sleep(trips == 2 and 1 or 0.05) -- the second round trip's sender hangs
+        return "stored"
+      end)
+      local a = ngx.thread.spawn(function() return hung:add({}) end)     -- trip 1, alone
+      local lead = ngx.thread.spawn(function() return hung:add({}) end)  -- waits, then sends trip 2...
+      local carried = ngx.thread.spawn(function() return select(2, hung:add({})) end) -- ...with this one
+      ngx.thread.wait(a)
+      local _, msg = ngx.thread.wait(carried)
+      ngx.thread.wait(lead)
+      B.WAIT = wait
+      ngx.say(string.format("%.3f|%s", rounds, tostring(msg)))
+    } }
     # one job: "ok ID" or "nil MESSAGE"
     location = /one { content_by_lua_block {
       local a = ngx.req.get_uri_args()
@@ -297,6 +331,16 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
       assert.is_true(tonumber(trips) <= nk[1] * nk[2], body)
       assert.equal("busy=false waking=0 line=0", state, body)
     end
+  end)
+
+  it("sends at once when the callers it gathers for have woken, and tells a carried caller whose sender hangs that its job may be stored", function()
+    local status, body = N.get(port, "/batch_edges", 30)
+    assert.equal(200, status, body)
+    local rounds, msg = body:match("^([%d.]+)|(.-)\n$")
+    -- 12 jobs of 4 callers in about 4 round trips of 5 ms: no gathering waited
+    -- out its 1 s (a gatherer never told that the last caller woke did)
+    assert.is_true(tonumber(rounds) < 0.8, body)
+    assert.equal("no answer from Redis in 0.2 s (the job may be stored)", msg)
   end)
 
   -- (durable.open raised in the timer that opens the queue: the requests
