@@ -53,4 +53,9 @@ return {
     to = "      if before and before >= off and not self.hour.star then",
     reason = "before == off never happens (tzif drops transitions that keep the offset), and if it did, "
       .. "max(x + off, a + before) is x + off since x >= a: the same lo" },
+  { file = "lua/hwtimer/cron.lua",
+    from = "      if d2 and d > 1 then -- the day before, from its end",
+    to = "      if d2 or d > 1 then -- the day before, from its end",
+    reason = "with no matching day at or before d (d2 nil), stepping to d - 1 finds none again, down to day 1, "
+      .. "which then moves to the month before as the original does at once: the same answer, a few steps later" },
 }
