@@ -324,6 +324,25 @@ describe("timer:lateness()", function()
     assert.equal(6, buckets[23][2])
   end)
 
+  it("puts stats' p99 among the late runs and p50 among the many barely late", function()
+    local timer = hwtimer.new({ tick = 1e-5 })
+    for _ = 1, 100 do -- due now, run at once: a few microseconds late
+      timer:schedule(0, f)
+      timer:dispatch()
+    end
+    for _ = 1, 5 do -- run 2 ms after they were due
+      timer:schedule(0, f)
+      local t0 = hwtimer.now()
+      while hwtimer.now() < t0 + 0.002 do end
+      timer:dispatch()
+    end
+    local st = timer:stats()
+    timer:close()
+    assert.equal(105, st.fired)
+    assert.is_true(st.late_p99 >= 0.002, ("p99 %.6f s"):format(st.late_p99))
+    assert.is_true(st.late_p50 < 0.001, ("p50 %.6f s"):format(st.late_p50))
+  end)
+
   it("counts a timeout due at once from when it was scheduled, not from the timer's start", function()
     local timer = hwtimer.new({ tick = 0.001 })
     local t0 = hwtimer.now()
