@@ -153,6 +153,24 @@ describe("timeout handle", function()
       other:close()
     end)
 
+  describe("reset()", function()
+    -- Outside any callback nobody has taken the timeout, so a reset moves it
+    -- on the wheel (or onto the due list), and dispatch alone runs it when
+    -- due: it is not kept back for a timer:done that never comes.
+    it("outside a callback moves a pending timeout, which then runs when due", function()
+      local ran = {}
+      local later = timer:schedule(60, function() ran.later = true end)
+      local now = timer:schedule(60, function() ran.now = true end)
+      assert.equal(later, later:reset(0.01))
+      assert.equal(now, now:reset(0))
+      assert.equal(2, timer:pending())
+      assert.equal(2, timer:run(10)) -- returns once nothing is pending
+      assert.same({ later = true, now = true }, ran)
+      assert.equal("expired", later:state())
+      assert.equal("expired", now:state())
+    end)
+  end)
+
   describe("state", function()
     it("goes pending -> expired when the callback is called", function()
       local inside
