@@ -32,6 +32,23 @@ describe("timer:wakeup", function()
     assert.are.equal(1, woken)
   end)
 
+  -- A host told 0 dispatches at once: it is awake, whichever way the timer
+  -- found the work due (in its own list, or taken at the wheel's event).
+  it("is not called after timeout() said 0", function()
+    for _, wait in ipairs({ 0.01, 0.004 }) do -- (past the deadline, rounded up to the tick)
+      timer:schedule(0.002, nop)
+      timer:wakeup(function() woken = woken + 1 end)
+      local t0 = hwtimer.now()
+      while hwtimer.now() < t0 + 0.002 + wait do end
+      assert.are.equal(0, timer:timeout())
+      timer:schedule(0, nop)
+      timer:schedule(0.001, nop)
+      assert.are.equal(0, woken, "after a wait of " .. wait .. " s")
+      timer:wakeup(nil)
+      timer:dispatch()
+    end
+  end)
+
   it("is not called for a schedule due after the planned wake-up", function()
     timer:schedule(1, nop)
     timer:wakeup(function() woken = woken + 1 end)
