@@ -65,4 +65,24 @@ describe("durable.open on a Redis server with a password", function()
       q:close()
     end
   end)
+
+  -- A client may raise an error that is no string (an error object, a
+  -- number) or return nil and one: durable.open gives nil and its text
+  -- (tostring, __tostring honoured), as for a refused connection, not a
+  -- Lua error of its own from reading it as a string.
+  it("gives nil and the text of a client's error that is no string, raised or returned", function()
+    local object = setmetatable({}, { __tostring = function() return "connection reset (an error object)" end })
+    local cases = {
+      { function() error(object) end, "connection reset (an error object)" },
+      { function() error(42, 0) end, "42" },
+      { function() return nil, 7 end, "7" },
+    }
+    for _, case in ipairs(cases) do
+      local c = { script = case[1], evalsha = case[1], eval = case[1], rpush = case[1] }
+      local ok, q, err = pcall(open, c, "odd")
+      assert.is_true(ok, tostring(q))
+      assert.is_nil(q)
+      assert.equal("hwtimer.durable: redis {odd:default}3: " .. case[2], err)
+    end
+  end)
 end)

@@ -9,7 +9,8 @@
 --                   50 ms after a pass does); the specs that count them
 --                   unwritten then turn both off
 
-local count = require("spec.helpers").count
+local helpers = require("spec.helpers")
+local count = helpers.count
 local durable = require("hwtimer.durable")
 
 return function(env)
@@ -91,6 +92,55 @@ return function(env)
       assert.equal(1, count(env.jobs()))
       q:close()
       assert.equal(0, count(env.jobs()))
+    end)
+
+    -- A retry written with the next claim (ack_delay holds it back) comes
+    -- due inside the window: the claim loads it, and it runs at its time.
+    -- No poll or sweep here, nor any other claim: left unloaded it would
+    -- wait for the sweep (60 s) or the refill (30 s).
+    it("written by a claim load a retry due inside the window, which runs at its time", function()
+      local q = env.quiet_open(quiet({ ack_delay = 30, backoff = { delay = 1 } }))
+      local ran = { a = 0, b = 0 }
+      q:handle("k", function(job)
+        ran[job.id] = ran[job.id] + 1
+        if job.id == "a" and ran.a == 1 then error("once more") end
+      end)
+      assert(q:schedule("k", 0.05, nil, { id = "a" }))
+      assert(q:schedule("k", 0.3, nil, { id = "b" })) -- its claim writes a's retry, due a second after a failed
+      assert.is_true(env.wait(function() return ran.b == 1 end))
+      assert.equal(1, ran.a) -- (b's claim came before a's retry was due)
+      assert.is_true(env.wait(function() return ran.a == 2 end, 5), "the retry did not run")
+      assert.equal(1, ran.b)
+    end)
+
+    -- A queue its program never closed: the end of the Lua state collects it
+    -- (durable.lua's at_collect), and its pending acknowledgements are
+    -- written then. A retry due at once asks the window for a pass; the
+    -- queue is closed by then, so none is scheduled, and the timer, collected
+    -- next, has no timeout to call lost. (A queue left open there scheduled
+    -- that pass: "timer collected with 1 pending timeouts".)
+    it("are written when the Lua state ends with the queue open, and leave the timer no timeout to lose", function()
+      local out, ok = helpers.run_lua(string.format([[
+        local hwtimer = require("hwtimer")
+        local durable = require("hwtimer.durable")
+        local timer = hwtimer.new()
+        local o = %s
+        o.ack_delay, o.poll, o.sweep, o.backoff = 60, 60, 60, { delay = 0 }
+        o.on_error = function() end
+        local q = assert(durable.open(timer, o))
+        local ran = 0
+        q:handle("k", function() ran = ran + 1; error("again") end)
+        assert(q:schedule("k", 0, nil, { id = "r" }))
+        local limit = hwtimer.now() + 10
+        while ran == 0 and hwtimer.now() < limit do timer:run(0.01) end
+        print("ran " .. ran .. ", acks pending " .. #q._acks)
+      ]], env.child_open()))
+      assert.is_true(ok, out)
+      assert.equal("ran 1, acks pending 1\nexit=0\n", out) -- (run_lua adds the exit status)
+      -- the retry was written: no longer leased to the process that ended
+      local r = env.jobs().r
+      assert.truthy(r, out)
+      assert.equal("", r.owner)
     end)
   end)
 end

@@ -173,6 +173,23 @@ return function(env)
       assert.same({ "hwtimer.durable: job id\\r\\n\\xFF (k\\n[crit] forged): " ..
         "two\\nlines \\x1B[31m\\xC2\\x9Bred" }, lines)
     end)
+
+    -- The C1 controls end at U+009F: U+00A0 (NO-BREAK SPACE, \194\160 in
+    -- UTF-8) is text, and the default on_error's line keeps it as it is.
+    it("keeps a no-break space in the default on_error's line, and escapes the last C1 control before it", function()
+      local q = assert(env.open({ attempts = 1 }))
+      local lines, stderr = {}, io.stderr
+      io.stderr = { write = function(_, ...) lines[#lines + 1] = table.concat({ ... }) end } -- luacheck: ignore
+      local ok, err = pcall(function()
+        q:handle("k", function() error("no\194\160break, \194\159apc", 0) end)
+        q:schedule("k", 0, nil, { id = "nb\194\160sp" })
+        assert.is_true(wait(function() return #q:dead() == 1 end))
+      end)
+      io.stderr = stderr -- luacheck: ignore
+      assert(ok, err)
+      for i = 1, #lines do lines[i] = lines[i]:gsub("\n$", "") end
+      assert.same({ "hwtimer.durable: job nb\194\160sp (k): no\194\160break, \\xC2\\x9Fapc" }, lines)
+    end)
   end)
 
   describe("q:batch", function()
@@ -316,6 +333,28 @@ return function(env)
       q:handle("unknown_kind", function(j) ran = j end)
       assert.truthy(wait(function() return ran end))
       assert.equal(1, ran.attempt)
+    end)
+  end)
+
+  describe("the lease renewer", function()
+    -- One renewal timeout a queue (runs.lua's take arms it where none is),
+    -- however many claims come while it holds jobs: each claim arming its
+    -- own would leave a chain of renewals per claim, ticking for ever while
+    -- anything is held. ack_delay keeps each run's row held until the next
+    -- claim writes its acknowledgement, so rows are held from the first
+    -- claim on; a lease of 6 s: a renewal every 2 s.
+    it("is one timeout, however many claims come while jobs are held", function()
+      local q = env.quiet_open({ lease = 6, ack_delay = 30, poll = 60 })
+      local ran = 0
+      q:handle("k", function() ran = ran + 1 end)
+      for i, at in ipairs({ 0.05, 0.3, 0.55 }) do assert(q:schedule("k", at, nil, { id = "j" .. i })) end
+      assert.is_true(wait(function() return ran == 3 end))
+      local renew_tick = assert(q._renewer, "no renewal timeout while jobs are held"):task()
+      local renewers = 0
+      for _, t in ipairs(env.timer():stop()) do -- (every timeout pending, each with its task)
+        if t:task() == renew_tick then renewers = renewers + 1 end
+      end
+      assert.equal(1, renewers)
     end)
   end)
 

@@ -254,6 +254,27 @@ describe("hwtimer-jobs", function()
       assert.same({ "", "hwtimer-jobs: no job nope\n", 1 }, { cli("--json", "show", "nope") })
     end)
 
+    -- A span of seconds (every, a window, how far a time is from now) is
+    -- counted in seconds below a minute, and a minute exactly is "1m".
+    it("show and schedules: an interval of a minute exactly reads 1m, below it in seconds", function()
+      local q = open()
+      assert(q:every("k", 60, nil, { id = "minute", missed = "all", window = 60 }))
+      assert(q:every("k", 59, nil, { id = "short" }))
+      assert(q:every("k", 59.5, nil, { id = "shorter" }))
+      local l = lines(cli("show", "minute"))
+      assert.same({ "every    1m (60 s)", "missed   all within 1m" }, { l[6], l[#l] })
+      assert.equal("every    59s (59 s)", lines(cli("show", "short"))[6])
+      assert.equal("every    59.5s (59.5 s)", lines(cli("show", "shorter"))[6])
+      l = lines(cli("schedules"))
+      assert.equal(4, #l)
+      local shown = {}
+      for i = 2, 4 do
+        local id, span = l[i]:match("^(%S+)%s+k%s+(%S+)%s")
+        shown[id] = span
+      end
+      assert.same({ minute = "1m", short = "59s", shorter = "59.5s" }, shown)
+    end)
+
     it("retry, run, cancel: done (0) or refused (1), with the reason", function()
       local q = populate()
       local before = now()
