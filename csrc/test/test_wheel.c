@@ -325,6 +325,60 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	return 0;
 }
 #else
+/* The list primitives: a splice onto the tail (hwt_list_splice) or the head
+ * (hwt_list_splice_front, how dispatch puts back what its budget left over)
+ * of a list, empty or not, leaves a well formed list in the order said,
+ * walked forward and back, and `from` empty. The model above splices only
+ * onto the tail, and dispatch's next splice would repair a bad head splice
+ * before any walk saw it, so the head splice is checked here on its own. */
+static void check_list(const char *what, struct hwt_link *l, struct hwt_link *const *want, int n)
+{
+	struct hwt_link *p = l;
+	int i;
+	for (i = 0; i < n; i++) {
+		if (p->next->prev != p || p->next != want[i]) {
+			fprintf(stderr, "test_wheel: FAIL: %s: node %d is not where it belongs\n", what, i);
+			abort();
+		}
+		p = p->next;
+	}
+	if (p->next != l || l->prev != p) {
+		fprintf(stderr, "test_wheel: FAIL: %s: the last node and the head do not point at each other\n", what);
+		abort();
+	}
+}
+
+static void test_splices(void)
+{
+	struct hwt_link to, from, a, b, c, d;
+	int front, filled;
+	for (front = 0; front < 2; front++) {
+		for (filled = 0; filled < 2; filled++) {
+			struct hwt_link *const tail[] = { &c, &d, &a, &b }, *const head[] = { &a, &b, &c, &d };
+			char what[64];
+			snprintf(what, sizeof what, "splice%s onto %s list", front ? "_front" : "",
+				 filled ? "a two-node" : "an empty");
+			hwt_list_init(&to);
+			hwt_list_init(&from);
+			if (filled) {
+				hwt_list_push(&to, &c);
+				hwt_list_push(&to, &d);
+			}
+			hwt_list_push(&from, &a);
+			hwt_list_push(&from, &b);
+			if (front)
+				hwt_list_splice_front(&to, &from);
+			else
+				hwt_list_splice(&to, &from);
+			if (filled)
+				check_list(what, &to, front ? head : tail, 4);
+			else
+				check_list(what, &to, head, 2);
+			check_list(what, &from, NULL, 0);
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	static struct model m; /* large: keep it off the stack */
@@ -334,6 +388,7 @@ int main(int argc, char **argv)
 	m.rng = argc > 2 ? strtoull(argv[2], NULL, 10) : 0x9E3779B97F4A7C15u;
 	if (!m.rng)
 		m.rng = 1;
+	test_splices();
 	for (g = 0; g < sizeof geometries / sizeof *geometries; g++)
 		run(&m, geometries[g], nops);
 	printf("test_wheel: %lu ops on each of %u geometries, %lu expiries checked\n",
