@@ -329,8 +329,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
  * (hwt_list_splice_front, how dispatch puts back what its budget left over)
  * of a list, empty or not, leaves a well formed list in the order said,
  * walked forward and back, and `from` empty. The model above splices only
- * onto the tail, and dispatch's next splice would repair a bad head splice
- * before any walk saw it, so the head splice is checked here on its own. */
+ * onto the tail, and a bad head splice goes unseen in most specs: dispatch's
+ * next splice rewrites the last node's link (only a walk in between, as
+ * stats().due makes, would loop), so the head splice is checked here. */
 static void check_list(const char *what, struct hwt_link *l, struct hwt_link *const *want, int n)
 {
 	struct hwt_link *p = l;
