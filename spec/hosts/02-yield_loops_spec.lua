@@ -325,6 +325,23 @@ describe("hwtimer.cqueues: callbacks may yield to cqueues", function()
     attached.detach()
   end)
 
+  -- While a callback waits, the glue waits on its wake condition and
+  -- timer:timeout() only (not the descriptor): detach must signal it, or the
+  -- glue sleeps on to the next deadline, a minute here.
+  it("detach() while a callback waits ends the glue at once, not when the callback or the next deadline comes", function()
+    timer:schedule(60, function() end)
+    timer:schedule(0.005, function() cqueues.sleep(1) end)
+    local left -- the controller's coroutines 0.2 s after the detach: the callback's and this one
+    cq:wrap(function()
+      cqueues.sleep(0.05)
+      attached.detach()
+      cqueues.sleep(0.2)
+      left = cq:count()
+    end)
+    assert(run(5))
+    assert.equal(2, left)
+  end)
+
   it("detach() then timer:close() from another coroutine ends cq:loop() without error", function()
     timer:schedule(0.3, function() end) -- the glue is waiting on the timer's descriptor
     cq:wrap(function()
