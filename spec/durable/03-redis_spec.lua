@@ -242,6 +242,22 @@ describe("hwtimer.durable with Redis", function()
       end
     end)
 
+    it("stamps keep the tightest bounds on the server's clock: the last ones, widened by 500 ppm since, cut the new", function()
+      local calls_ = require("hwtimer.durable.redis_client")
+      local mono = calls_.mono
+      -- bounds [1e9, 1e9 + 1 ms] 10 s ago: 5 ms of drift each side by now;
+      -- a reply whose round trip took 30 ms, its TIME 1e9 + 5 ms ahead of our send
+      local self = { offset_lo = 1e9, offset_hi = 1e9 + 0.001, synced_at = mono() - 10 }
+      local sent = mono() - 0.03
+      local time_us = string.format("%.0f", (sent + 1e9 + 0.035) * 1e6)
+      assert.same({ time_us }, calls_.sync(self, { time_us }, nil, sent))
+      -- the new reply alone: [1e9 + 5 ms, 1e9 + 35 ms]; the old widened: [1e9 - 5 ms, 1e9 + 6 ms]
+      -- (the low end is later by however long this thread was held between its reads: up to 2 ms allowed)
+      assert.is_true(self.offset_lo >= 1e9 + 0.003 and self.offset_lo <= 1e9 + 0.0051, ("%.6f"):format(self.offset_lo - 1e9))
+      assert.is_true(self.offset_hi >= 1e9 + 0.0059 and self.offset_hi <= 1e9 + 0.0062, ("%.6f"):format(self.offset_hi - 1e9))
+      assert.near(1e9 + 0.005, self.offset, 0.0015)
+    end)
+
     it("stamps from the upper bound, widened by the drift since the last reply; none when the bounds are too wide", function()
       local calls_ = require("hwtimer.durable.redis_client")
       local mono, boot = calls_.mono, calls_.boot

@@ -79,7 +79,8 @@ local COVER = {
   ["lua/hwtimer/jobs_cli.lua"] = { "spec/tools/01-jobs_cli_spec.lua", "spec/tools/02-jobs_cli_bytes_spec.lua", "spec/durable/08-redis_upgrade_spec.lua" },
   ["lua/hwtimer/jobs_cli_text.lua"] = { "spec/tools/02-jobs_cli_bytes_spec.lua", "spec/tools/01-jobs_cli_spec.lua" },
   ["lua/hwtimer/jobs_cli_redis.lua"] = { "spec/tools/01-jobs_cli_spec.lua", "spec/tools/03-jobs_cli_redis_auth_spec.lua" },
-  ["lua/hwtimer/durable/redis_client.lua"] = { "spec/durable/09-redis_auth_spec.lua", "spec/durable/07-redis_entry_spec.lua" },
+  ["lua/hwtimer/durable/redis_client.lua"] = { "spec/durable/09-redis_auth_spec.lua", "spec/durable/07-redis_entry_spec.lua",
+    "spec/durable/03-redis_spec.lua#stamps" },
   ["lua/hwtimer/durable/redis_open.lua"] = { "spec/durable/08-redis_upgrade_spec.lua", "spec/durable/03-redis_spec.lua" },
   -- only nginx runs these
   ["lua/hwtimer/ngx.lua"] = { lua = "jit", "spec/hosts/04-ngx_io_spec.lua", "spec/hosts/03-openresty_spec.lua" },
