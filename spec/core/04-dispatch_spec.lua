@@ -91,6 +91,22 @@ describe("timer:dispatch", function()
       tm:close()
     end)
 
+    -- The message handler makes the traceback's message from a copy of a
+    -- number error: on_error gets the number itself, not a string made of it.
+    it("give on_error a number error as the number raised", function()
+      local seen = {}
+      local tm = hwtimer.new({ on_error = function(err) seen[#seen + 1] = err end })
+      tm:schedule(0, function() error(42, 0) end) -- level 0: 5.1 would prefix a position
+      tm:schedule(0, function() error(2.5, 0) end)
+      assert.equal(2, tm:dispatch())
+      assert.equal(2, #seen)
+      assert.equal("number", type(seen[1]))
+      assert.equal(42, seen[1])
+      assert.equal("number", type(seen[2]))
+      assert.equal(2.5, seen[2])
+      tm:close()
+    end)
+
     it("survive an error inside on_error", function()
       local ran = 0
       local out, ok = helpers.run_lua([[
