@@ -278,6 +278,21 @@ describe("hwtimer.retry arguments", function()
       "bad argument #3 to 'retry' (table expected, got number)")
   end)
 
+  -- (has_error ignores where a message says it was raised: a level off by
+  -- one blamed a line of the caller's caller, and passed)
+  it("raises its argument errors at the caller's line", function()
+    for _, call in ipairs({
+      function() local r = hwtimer.retry(io.stdout, print) return r end,
+      function() local r = hwtimer.retry(timer, nil) return r end,
+      function() local r = hwtimer.retry(timer, print, 5) return r end,
+      function() local r = hwtimer.retry(timer, print, { tries = 3 }) return r end,
+    }) do
+      local ok, err = pcall(call)
+      assert.is_false(ok)
+      assert.matches("09%-retry_spec%.lua:%d+: bad argument #%d to 'retry'", err)
+    end
+  end)
+
   it("rejects unknown option keys, naming the key", function()
     assert.has_error(function() local r = hwtimer.retry(timer, print, { tries = 3 }) return r end,
       "bad argument #3 to 'retry' (unknown option 'tries')")
