@@ -40,6 +40,26 @@ return function(env)
       end
     end)
 
+    -- Each refill reads the store from where the last one ended (a hair
+    -- before it) to the new horizon: never again what it read before.
+    it("refills from the end of the last refill to the new horizon", function()
+      local q = assert(env.open({ window = 0.1, sweep = 60 }))
+      local engine, reads = require("hwtimer.durable").engine(q), {}
+      local range = engine.range
+      engine.range = function(e, from, to, ...)
+        reads[#reads + 1] = { from, to }
+        return range(e, from, to, ...)
+      end
+      env.wait(function() return #reads >= 4 end, 5 * SLOW)
+      engine.range = range
+      assert.is_true(#reads >= 4, #reads .. " refills")
+      for i = 2, #reads do
+        local gap = reads[i][1] - reads[i - 1][2]
+        assert.is_true(gap <= 0 and gap > -1e-6, ("refill %d starts %.9f s from the last one's end"):format(i, gap))
+        assert.is_true(reads[i][2] > reads[i][1])
+      end
+    end)
+
     it("picks up what another process scheduled inside its window, from the poll", function()
       local q = assert(env.open({ poll = 0.02, sweep = 60 }))
       local other = assert(env.open({ sweep = 60 })) -- its own connection and owner: another process to the store
