@@ -118,6 +118,36 @@ describe("hwtimer.sqlite", function()
     assert.equal(n, query(path, "SELECT count(*) FROM hwtimer_jobs"))
   end)
 
+  -- The hook asks for a round when a commit takes the WAL to the mark; once
+  -- the WAL has started over (a commit below the mark after a round copied
+  -- it all), the next time it reaches the mark is a round's again, not only
+  -- half a mark past where the last round found it. Counted, not timed: each
+  -- UPDATE of the one row is one WAL frame, the WAL starts over at the first
+  -- commit after a round that copied every frame, and nothing commits while
+  -- a round runs.
+  it("asks for a round each time the WAL, started over, reaches the mark", function()
+    local sleep = require("hwtimer_testutil").sleep
+    local MARK = 20
+    local db = assert(sqlite.open(path))
+    assert.equal("wal", (db:prepare("PRAGMA journal_mode=WAL"):first()))
+    assert(db:exec("CREATE TABLE t (k INTEGER PRIMARY KEY, v INTEGER); INSERT INTO t VALUES (1, 0)"))
+    local busy, log, copied = db:prepare("PRAGMA wal_checkpoint(PASSIVE)"):first()
+    assert.same({ 0, log }, { busy, copied }) -- all copied: the next commit starts the WAL over
+    assert.is_true(db:checkpoint_in_background(MARK))
+    local up = assert(db:prepare("UPDATE t SET v = v + 1"))
+    local function rounds_when(n) -- the rounds, once n have run (or 10 s have passed)
+      local deadline = hwtimer.now() + 10
+      while db:checkpoints() < n and hwtimer.now() < deadline do sleep(0.002) end
+      return (db:checkpoints())
+    end
+    for round = 1, 3 do
+      for _ = 1, MARK do assert.equal(1, (up:run())) end -- the WAL: 1 frame, ... MARK frames
+      assert.equal(round, rounds_when(round), "rounds after " .. round * MARK .. " commits")
+    end
+    assert.equal(0, select(2, db:checkpoints())) -- and none inline
+    db:close()
+  end)
+
   it("checkpoints in the background only with a file, and raises on a bad page count", function()
     local mem = assert(sqlite.open(":memory:"))
     local ok, err = mem:checkpoint_in_background(1000)
