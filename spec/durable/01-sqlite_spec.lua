@@ -341,6 +341,42 @@ describe("hwtimer.durable", function()
       for _, r in ipairs(reports) do planted = planted or tostring(r):find("planted renewal failure", 1, true) ~= nil end
       assert.is_true(planted, "the failed renewal was not reported")
     end)
+
+    -- The queue's exit in an nginx worker (runs.exit, on nginx's sleep)
+    -- while a handler still runs: its lease is renewed every third of the
+    -- lease, and a renewal that failed is tried again a sixth of the lease
+    -- later (not a second later: a lease of 0.6 s would run out first).
+    -- Called here from inside the handler, the engine's clock advanced by
+    -- the sleep, not by the wall (a busy machine changes nothing), its
+    -- renewals failing and counted.
+    it("at a worker's exit, tries a failed renewal again a sixth of the lease later", function()
+      local reports = {}
+      q = assert(open({ lease = 0.6, poll = 0.05, on_error = function(err) reports[#reports + 1] = tostring(err) end }))
+      local e = durable.engine(q)
+      local tries, sleeps, fake = 0, 0, nil
+      local exited = false
+      local function sleep(s)
+        sleeps = sleeps + 1
+        if sleeps > 20 then error("enough") end
+        fake = fake + s
+      end
+      q:handle("k", function()
+        fake = e:now()
+        e.now = function() return fake end -- (what the queue's clock reads)
+        e.renew = function() tries = tries + 1; return nil, "planted renewal failure" end
+        local ok, err = pcall(require("hwtimer.durable.runs").exit, q, sleep)
+        e.now, e.renew = nil, nil -- (the engine's own again)
+        exited = ok or err
+      end)
+      assert(q:schedule("k", 0, nil, { id = "running at exit" }))
+      assert.is_true(wait(function() return exited ~= false end))
+      assert.is_true(exited, tostring(exited))
+      assert.equal(21, sleeps)
+      -- 2 s of the queue's clock, 0.1 s a sleep: a try at 0.2 s, then one
+      -- every 0.1 s (0.2 at worst, rounded); tried again after 1 s, 2 in all
+      assert.is_true(tries >= 8, tries .. " renewals tried in 2 s of a 0.6 s lease")
+      assert.matches("planted renewal failure", reports[1] or "")
+    end)
   end)
 
   -- SQLite holds a batch's cancels in its transaction: they are rolled back
