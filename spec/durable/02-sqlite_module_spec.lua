@@ -77,6 +77,20 @@ describe("hwtimer.sqlite", function()
     db:close()
   end)
 
+  it("tells the last insert's rowid and the last statement's changes", function()
+    local db = assert(sqlite.open(":memory:"))
+    assert.equal(0, db:last_insert_rowid()) -- no insert yet
+    assert(db:exec("CREATE TABLE t (a TEXT); INSERT INTO t VALUES ('x'), ('y'), ('z')"))
+    assert.equal(3, db:last_insert_rowid())
+    assert.equal(3, db:changes())
+    assert(db:exec("UPDATE t SET a = 'w' WHERE rowid < 3"))
+    assert.equal(2, db:changes())
+    assert.equal(3, db:last_insert_rowid()) -- an UPDATE leaves it as it was
+    assert(db:exec("INSERT INTO t (rowid, a) VALUES (10, 'v')"))
+    assert.equal(10, db:last_insert_rowid())
+    db:close()
+  end)
+
   it("steps a row at a time: bind, step, column, reset", function()
     local db = assert(sqlite.open(":memory:"))
     assert(db:exec("CREATE TABLE t (a INTEGER, b TEXT); INSERT INTO t VALUES (1, 'one'), (2, 'two'), (3, NULL)"))
