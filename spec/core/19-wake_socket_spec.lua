@@ -140,6 +140,31 @@ describe("the wake socket", function()
     old:close()
   end)
 
+  -- (a daemon started with stdin closed: the wake socket may be descriptor 0)
+  it("sends one when the timer stops, its socket descriptor 0", function()
+    local out, ok = require("spec.helpers").run_lua([[
+      local hwtimer, socket = require("hwtimer"), require("socket")
+      local hold = assert(io.open("/dev/null")) -- descriptor 0 while the timer opens its eventfd
+      local timer = hwtimer.new()
+      hold:close()
+      local port, token = timer:wake_socket() -- descriptor 0 now
+      local pid = io.open("/proc/self/stat"):read("*l"):match("^(%d+)")
+      local p = io.popen("readlink /proc/" .. pid .. "/fd/0")
+      print("0 is", p:read("*a"):match("socket") and "a socket" or "not a socket")
+      p:close()
+      local udp = socket.udp()
+      assert(udp:setpeername("127.0.0.1", port))
+      assert(udp:send(token))
+      assert(timer:wake_pair())
+      timer:stop()
+      udp:settimeout(2)
+      print("at stop", udp:receive() and "a datagram" or "nothing")
+    ]], "<&-")
+    assert.is_true(ok, out)
+    assert.matches("0 is\ta socket\n", out)
+    assert.matches("at stop\ta datagram\n", out)
+  end)
+
   it("raises on a stopped timer", function()
     timer:close()
     for _, m in ipairs({ "wake_socket", "wake_pair", "wake_arm" }) do
