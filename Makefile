@@ -88,7 +88,7 @@ NGX_PACKAGES   := nginx libnginx-mod-http-lua luajit2 libluajit2-5.1-dev lua-soc
 
 .PHONY: sqlite all test test-all test-c test-spec test-rock demo bench bench-quick install clean \
         deps deps-test deps-bench check check-model check-fuzz check-failalloc check-asan \
-        check-tsan check-valgrind check-mutants check-mutants-random dist
+        check-tsan check-valgrind check-mutants check-mutants-random check-mutants-sample dist
 
 all: $(MODULE) sqlite
 
@@ -240,10 +240,8 @@ CHECK_PACKAGES := valgrind clang libclang-rt-dev
 
 check:
 	@$(MAKE) --no-print-directory deps PACKAGES="$(BASE_PACKAGES) $(ALL_LUA_PACKAGES) $(CHECK_PACKAGES)"
-	$(MAKE) check-model check-fuzz check-failalloc check-asan check-tsan check-valgrind check-mutants
-# (check-mutants-random is not a step of check yet: a sample of 118 caught
-# 66 % where 90 % is the bar, issue 47; a sample that changes with each
-# commit would fail CI by chance until the survivors have their specs)
+	$(MAKE) check-model check-fuzz check-failalloc check-asan check-tsan check-valgrind check-mutants \
+	  check-mutants-sample
 
 # Small bugs planted one at a time in a scratch copy (spec/mutants/list.lua);
 # each must make the specs that concern it fail.
@@ -253,14 +251,25 @@ check-mutants:
 # Mutants nobody chose (spec/mutants/random.lua): N drawn by SEED from every
 # operator, constant, condition and statement of lua/ and csrc/; fails if
 # fewer than THRESHOLD % of those that build are caught. The seed defaults to
-# the commit (a new sample each commit, the same for a commit); CI_N is the
-# size meant for make check once the bar is met.
+# the commit (a new sample each commit, the same for a commit). Tests that
+# time a host under load (the p99 of requests beside the timer) are left out:
+# two mutants run at once, and those fail unmutated beside each other.
 SEED      ?= $(shell printf '%d' 0x$$(git rev-parse --short=7 HEAD 2>/dev/null || echo 0))
 N         ?= 200
-CI_N      ?= 16
 THRESHOLD ?= 90
+MUTANT_TIMED_OUT := serves requests on time
 check-mutants-random:
-	lua5.4 spec/mutants/random.lua $(SEED) $(N) $(THRESHOLD)
+	HWT_MUTANT_FILTER_OUT='$(MUTANT_TIMED_OUT)' lua5.4 spec/mutants/random.lua $(SEED) $(N) $(THRESHOLD)
+
+# make check's sample: CI_N of them under the commit's seed, each survivor
+# printed with its diff (to be given a spec or shown equivalent in
+# spec/mutants/equivalents.lua). A smoke check, not the measure (that is a
+# 200 sample at 90 %): at the rate a 200 sample holds, 20 mutants fall under
+# CI_THRESHOLD by chance about once in a few hundred commits.
+CI_N         ?= 20
+CI_THRESHOLD ?= 70
+check-mutants-sample:
+	HWT_MUTANT_FILTER_OUT='$(MUTANT_TIMED_OUT)' lua5.4 spec/mutants/random.lua $(SEED) $(CI_N) $(CI_THRESHOLD)
 
 # The wheel against its model: 1,000,000 operations on each of 7 geometries.
 check-model: $(CBUILD)/test_wheel
