@@ -181,4 +181,74 @@ describe("hwtimer-jobs with a Redis server that wants a password", function()
       assert.matches("^hwtimer%-jobs: Redis at redis://127.0.0.1:" .. tls_port .. "/0: ", err)
     end)
   end)
+
+  -- A certificate whose one name is a wildcard, *.hwt.example.test: it
+  -- covers one label before .hwt.example.test, not 127.0.0.1 nor localhost
+  -- (names of no such suffix). No name under it resolves here: the CLI is
+  -- run with LUA_INIT making LuaSocket's connect take every name under
+  -- example.test to 127.0.0.1 (the name checked is still the one asked).
+  describe("(TLS, a certificate for a wildcard name alone)", function()
+    if not have_ssl or not have_openssl then
+      it("needs LuaSec and openssl", function() pending("LuaSec or openssl missing for this Lua") end)
+      return
+    end
+    local server, tls_port, certs
+    setup(function()
+      certs = TMP .. "/wildcard-certs"
+      assert(helpers.sh("mkdir -p " .. sq(certs) .. " && cd " .. sq(certs) .. " && (" .. table.concat({
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj '/CN=hwt wildcard CA'",
+        "openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj '/CN=*.hwt.example.test'",
+        "printf 'subjectAltName=DNS:*.hwt.example.test\\n' >ext",
+        "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 2 -extfile ext",
+      }, " && ") .. ") >/dev/null 2>&1"))
+      tls_port = N.free_port()
+      server = N.start_redis(string.format("--tls-port %d --tls-cert-file %s --tls-key-file %s --tls-ca-cert-file %s "
+        .. "--tls-auth-clients no", tls_port, sq(certs .. "/srv.crt"), sq(certs .. "/srv.key"), sq(certs .. "/ca.crt")))
+      local timer = hwtimer.new()
+      local q = assert(durable.open(timer, { redis = redis.connect("127.0.0.1", server.port), prefix = "wild",
+        on_error = function() end }))
+      assert(q:schedule("mail", 3600, "under a wildcard", { id = "w1" }))
+      q:close()
+      timer:close()
+    end)
+    teardown(function() if server then server.stop() end end)
+
+    it("refuses the hosts a wildcard certificate does not cover", function()
+      local hosts = { "127.0.0.1" }
+      if require("socket").dns.toip("localhost") then hosts[2] = "localhost" end
+      for _, host in ipairs(hosts) do
+        local url = "rediss://" .. host .. ":" .. tls_port
+        local out, err, status = jobs_env(nil, { "--redis", url, "--cacert", certs .. "/ca.crt", "counts" })
+        assert.same({ "", 1 }, { out, status }, url)
+        local want = "hwtimer-jobs: cannot connect to Redis at " .. url ..
+          "/0: TLS: the server's certificate does not name " .. host
+        assert.equal(want, err:sub(1, #want))
+        assert.matches("^[^\n]*\n$", err)
+      end
+    end)
+
+    it("reaches a host the wildcard covers, and refuses its parent and a name two labels under", function()
+      local init = "local m = getmetatable(require('socket').tcp()).__index; local connect = m.connect; "
+        .. "m.connect = function(s, h, ...) if tostring(h):lower():match('%.example%.test$') then h = '127.0.0.1' end "
+        .. "return connect(s, h, ...) end"
+      local function jobs_at(host, args)
+        local all = { "--redis", "rediss://" .. host .. ":" .. tls_port, "--cacert", certs .. "/ca.crt", "--prefix", "wild" }
+        for _, a in ipairs(args) do all[#all + 1] = a end
+        return run_with("env -u REDISCLI_AUTH LUA_INIT=" .. sq(init), C.COMMAND, all)
+      end
+      local out, err, status = jobs_at("a.hwt.example.test", { "--json", "show", "w1" })
+      assert.same({ "", 0 }, { err, status })
+      assert.equal("under a wildcard", json_of(out).payload)
+      out, err, status = jobs_at("A-2.HWT.Example.Test", { "--json", "show", "w1" }) -- (names have no case)
+      assert.same({ "", 0 }, { err, status })
+      assert.equal("under a wildcard", json_of(out).payload)
+      for _, host in ipairs({ "hwt.example.test", "b.a.hwt.example.test", "a.other.example.test" }) do
+        out, err, status = jobs_at(host, { "counts" })
+        assert.same({ "", 1 }, { out, status }, host)
+        local want = "hwtimer-jobs: cannot connect to Redis at rediss://" .. host .. ":" .. tls_port ..
+          "/0: TLS: the server's certificate does not name " .. host
+        assert.equal(want, err:sub(1, #want))
+      end
+    end)
+  end)
 end)
