@@ -195,6 +195,17 @@ function helpers.run_lua(code, redirect)
   return out, status == 0
 end
 
+-- fn raises `message` at a line of the spec file whose name matches
+-- `file` (a Lua pattern): the position an error's level gives, which
+-- has_error strips. fn must not end in a tail call (its frame would be gone).
+function helpers.raises_at(file, fn, message)
+  local ok, err = pcall(fn)
+  assert(not ok, "did not raise: " .. message)
+  local where, text = tostring(err):match("^(.-):%d+: (.*)$")
+  assert(where and where:find(file), "raised at " .. tostring(where) .. ", not in " .. file .. ": " .. tostring(err))
+  assert(text == message, "raised '" .. tostring(text) .. "', not '" .. message .. "'")
+end
+
 -- This process's id (Linux /proc).
 function helpers.pid()
   local f = assert(io.open("/proc/self/stat"))

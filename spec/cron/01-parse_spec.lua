@@ -126,6 +126,20 @@ describe("cron.parse: bad arguments", function()
       "bad argument #2 to 'parse' (unknown option 'zone')")
   end)
 
+  it("raises at the caller's line, in parse and in next and prev", function()
+    local H, here = require("spec.helpers"), "01%-parse_spec%.lua$"
+    local c = assert(cron.parse("* * * * *"))
+    H.raises_at(here, function() local r = cron.parse(nil) return r end,
+      "bad argument #1 to 'parse' (string expected, got nil)")
+    H.raises_at(here, function() local r = cron.parse("* * * * *", 5) return r end,
+      "bad argument #2 to 'parse' (table expected, got number)")
+    H.raises_at(here, function() local r = c:next("x") return r end, "bad argument #1 to 'next' (number expected, got string)")
+    H.raises_at(here, function() local r = c:prev(1e16) return r end,
+      "bad argument #1 to 'prev' (epoch seconds from -1e15 to 1e15 expected)")
+    H.raises_at(here, function() local r = c.next({}, 1) return r end,
+      "calling 'next' on bad self (hwtimer.cron expected, got table)")
+  end)
+
   it("returns nil and a message for a zone it cannot find or read", function()
     assert.same({ nil, "cron: unknown time zone 'Mars/Olympus'" },
       { cron.parse("* * * * *", { tz = "Mars/Olympus" }) })
