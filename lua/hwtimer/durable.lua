@@ -57,8 +57,9 @@ end
 -- Arguments and options
 ---------------------------------------------------------------------------
 
-local function argerror(n, fname, msg)
-  error(string.format("bad argument #%d to '%s' (%s)", n, fname, msg), 3)
+-- (level: 3, the caller of the function that calls this; 4 from a helper of it)
+local function argerror(n, fname, msg, level)
+  error(string.format("bad argument #%d to '%s' (%s)", n, fname, msg), level or 3)
 end
 
 -- What a bad number argument was, alike on every Lua version.
@@ -123,21 +124,21 @@ local function select_engine(opts)
 end
 
 local function check_options(opts)
-  if type(opts) ~= "table" then argerror(2, "open", "table expected, got " .. type_name(opts)) end
+  if type(opts) ~= "table" then argerror(2, "open", "table expected, got " .. type_name(opts), 4) end
   local Engine, missing, bad_options = select_engine(opts)
-  if bad_options then argerror(2, "open", bad_options) end
+  if bad_options then argerror(2, "open", bad_options, 4) end
   if not Engine then return nil, missing end
   local spec = {}
   for k, v in pairs(OPTIONS) do spec[k] = v end
   for k, v in pairs(Engine.OPTIONS or {}) do spec[k] = v end
   local o, err = check.options(opts, spec)
-  if not o then argerror(2, "open", err) end
+  if not o then argerror(2, "open", err, 4) end
   local bad = engine_api.missing(Engine)
-  if bad then argerror(2, "open", "option 'engine': " .. bad) end
+  if bad then argerror(2, "open", "option 'engine': " .. bad, 4) end
   o.backoff, err = check.options(o.backoff or {}, BACKOFF,
     function(key) return "option 'backoff." .. key .. "'" end,
     function(key) return "option 'backoff': unknown key '" .. key .. "'" end)
-  if not o.backoff then argerror(2, "open", err) end
+  if not o.backoff then argerror(2, "open", err, 4) end
   return o, Engine
 end
 
@@ -321,24 +322,24 @@ local ID_ONLY = { id = true }
 local EVERY_OPTIONS = { id = true }
 for k in pairs(schedule.OPTIONS) do EVERY_OPTIONS[k] = true end
 
--- Check the common arguments of schedule, at and every; returns the id
--- given (or nil).
+-- Check the common arguments of schedule, at and every (raised where those
+-- were called: level 4); returns the id given (or nil).
 local function common(fname, kind, payload, opts, allowed)
   if type(kind) ~= "string" or kind == "" then -- name(), inline: this is the hot path
-    argerror(1, fname, "non-empty string expected, got " .. type_name(kind))
+    argerror(1, fname, "non-empty string expected, got " .. type_name(kind), 4)
   end
   if payload ~= nil and type(payload) ~= "string" then
-    argerror(3, fname, "string or nil expected, got " .. type_name(payload))
+    argerror(3, fname, "string or nil expected, got " .. type_name(payload), 4)
   end
   local id
   if opts ~= nil then
-    if type(opts) ~= "table" then argerror(4, fname, "table expected, got " .. type_name(opts)) end
+    if type(opts) ~= "table" then argerror(4, fname, "table expected, got " .. type_name(opts), 4) end
     for k in pairs(opts) do
-      if not allowed[k] then argerror(4, fname, "unknown option '" .. message(k) .. "'") end
+      if not allowed[k] then argerror(4, fname, "unknown option '" .. message(k) .. "'", 4) end
     end
     id = opts.id
     if id ~= nil and not name(id) then
-      argerror(4, fname, "option 'id': non-empty string expected, got " .. type_name(id))
+      argerror(4, fname, "option 'id': non-empty string expected, got " .. type_name(id), 4)
     end
   end
   return id

@@ -233,6 +233,45 @@ describe("hwtimer.durable", function()
         "bad argument #2 to 'open' (options 'path' and 'redis' exclude each other)")
     end)
 
+    -- (has_error strips a message's position: an error raised one level
+    -- short blamed a line of hwtimer/durable.lua, not the caller's)
+    it("raises its argument errors at the caller's line", function()
+      q = assert(open())
+      local here = "01%-sqlite_spec%.lua$"
+      local cases = {
+        { function() local r = durable.open(5) return r end, "bad argument #1 to 'open' (hwtimer.timer expected, got number)" },
+        { function() local r = durable.open(timer, 5) return r end, "bad argument #2 to 'open' (table expected, got number)" },
+        { function() local r = durable.open(timer, { path = path, nope = 1 }) return r end,
+          "bad argument #2 to 'open' (unknown option 'nope')" },
+        { function() local r = durable.open(timer, { path = path, lease = -1 }) return r end,
+          "bad argument #2 to 'open' (option 'lease': number of seconds from 0 (excluded) to 1e9 expected)" },
+        { function() local r = durable.open(timer, { path = path, backoff = { x = 1 } }) return r end,
+          "bad argument #2 to 'open' (option 'backoff': unknown key 'x')" },
+        { function() local r = q:schedule(nil, 1) return r end, "bad argument #1 to 'schedule' (non-empty string expected, got nil)" },
+        { function() local r = q:schedule("k", 1, 5) return r end, "bad argument #3 to 'schedule' (string or nil expected, got number)" },
+        { function() local r = q:schedule("k", 1, nil, { zz = 1 }) return r end, "bad argument #4 to 'schedule' (unknown option 'zz')" },
+        { function() local r = q:schedule("k", 1, nil, { id = "" }) return r end,
+          "bad argument #4 to 'schedule' (option 'id': non-empty string expected, got string)" },
+        { function() local r = q:schedule("k") return r end,
+          "bad argument #2 to 'schedule' (number of seconds from -1e9 to 1e9 expected, got nil)" },
+        { function() local r = q:at(nil, 1) return r end, "bad argument #1 to 'at' (non-empty string expected, got nil)" },
+        { function() local r = q:every(nil, 60) return r end, "bad argument #1 to 'every' (non-empty string expected, got nil)" },
+        { function() local r = q:every("k", -1) return r end,
+          "bad argument #2 to 'every' (positive number of seconds up to 1e9 expected, got -1)" },
+        { function() local r = q:handle(nil) return r end, "bad argument #1 to 'handle' (non-empty string expected, got nil)" },
+        { function() local r = q:cancel(5) return r end, "bad argument #1 to 'cancel' (non-empty string expected, got number)" },
+        { function() local r = q:jobs({ zz = 1 }) return r end, "bad argument #1 to 'jobs' (unknown option 'zz')" },
+        { function() local r = q.schedule({}, "k", 1) return r end,
+          "calling 'schedule' on bad self (hwtimer.durable expected, got table)" },
+        { function() local r = q.close({}) return r end, "calling 'close' on bad self (hwtimer.durable expected, got table)" },
+      }
+      for _, c in ipairs(cases) do helpers.raises_at(here, c[1], c[2]) end
+      assert(q:batch(function(b)
+        helpers.raises_at(here, function() local r = b:schedule(nil, 1) return r end,
+          "bad argument #1 to 'schedule' (non-empty string expected, got nil)")
+      end))
+    end)
+
     it("takes sync = 'full' (FULL survives a power loss)", function()
       q = assert(open({ sync = "full" }))
       assert.equal(2, durable.engine(q).db and (function()
