@@ -31,6 +31,7 @@ local function gc_prepare(timer, budget)
 end
 
 function M.attach(timer, opts)
+  runner.check_timer(timer, "attach", 2)
   local o = runner.options(opts, OPTIONS, 2, "attach")
   local poll = assert(uv.new_poll(timer:getfd()))
   poll:start("r", function(err)

@@ -240,8 +240,13 @@ local function named_error(field, what, by_name, object_error, store)
 end
 
 -- What is wrong with opts (a field of it named), or nil.
-local function opts_error(opts, store, more_reserved)
+local function opts_error(opts, store, more_reserved, known)
   if type(opts) ~= "table" then return "table expected, got " .. check.type_name(opts) end
+  if known then -- (nil: the caller checks its own keys)
+    for key in pairs(opts) do
+      if not known[key] then return "unknown field '" .. text.message(key) .. "'" end
+    end
+  end
   for _, key in ipairs({ "timers", "queues", "labels" }) do
     if opts[key] ~= nil and type(opts[key]) ~= "table" then
       return ("field '%s': table expected, got %s"):format(key, check.type_name(opts[key]))
@@ -263,15 +268,19 @@ end
 -- are read (so they must be open); more_reserved: { label = why } names a
 -- caller writes itself. For hwtimer.metrics_ngx, which checks its own
 -- arguments where they are given.
-M.check_opts = function(opts, n, fname, level, store, more_reserved)
-  local err = opts_error(opts, store, more_reserved)
+M.check_opts = function(opts, n, fname, level, store, more_reserved, known)
+  local err = opts_error(opts, store, more_reserved, known)
   if err then check.argerror(n, fname, err, level + 1) end
   return opts.prefix or "hwtimer_"
 end
 
+-- The fields render and collect take (a misspelt one, `timer`, would give an
+-- empty page without a word).
+local FIELDS = { timers = true, queues = true, labels = true, prefix = true, store = true, runs = true }
+
 -- collect, its errors naming fname (the function the caller called).
 local function collect(opts, fname)
-  local prefix = M.check_opts(opts, 1, fname, 3, type(opts) == "table" and opts.store ~= false)
+  local prefix = M.check_opts(opts, 1, fname, 3, type(opts) == "table" and opts.store ~= false, nil, FIELDS)
   local add, by_family = samples(prefix, opts.labels)
   for name, timer in pairs(opts.timers or {}) do add_timer(add, name, timer) end
   for name, q in pairs(opts.queues or {}) do

@@ -79,7 +79,8 @@ end
 -- `spec` (runner.OPTIONS or some of them). Returns them checked, or raises as
 -- hwtimer.new does, pointing at fname's caller.
 function runner.options(opts, spec, n, fname)
-  return check.arg_options(opts, spec, n, fname, 3)
+  local o = check.arg_options(opts, spec, n, fname, 3)
+  return o -- (not a tail call: its frame is one of the 3 levels)
 end
 
 -- ---- the driver ------------------------------------------------------------------

@@ -180,6 +180,18 @@ describe("hwtimer.metrics", function()
     { "state", "key 'state' is reserved (hwtimer.metrics writes it)" },
   }
 
+  it("refuses a field it does not take, at the caller's line (a misspelt one gave an empty page)", function()
+    local H, here = require("spec.helpers"), "20%-metrics_spec%.lua$"
+    H.raises_at(here, function() local r = metrics.render({ timer = timer }) return r end,
+      "bad argument #1 to 'render' (unknown field 'timer')")
+    H.raises_at(here, function() local r = metrics.collect({ queue = {} }) return r end,
+      "bad argument #1 to 'collect' (unknown field 'queue')")
+    H.raises_at(here, function() local r = metrics.render(5) return r end, "bad argument #1 to 'render' (table expected, got number)")
+    H.raises_at(here, function() local r = metrics.format({}, 5) return r end,
+      "bad argument #2 to 'format' (metric name prefix expected, got number)")
+    assert.is_string(metrics.render({ timers = { main = timer }, labels = {}, prefix = "x_", store = false, runs = false }))
+  end)
+
   it("refuses a label key Prometheus refuses or that hwtimer.metrics writes, naming it", function()
     for _, case in ipairs(BAD_KEYS) do
       assert.has_error(function() metrics.render({ timers = { main = timer }, labels = { [case[1]] = "x" } }) end,

@@ -86,6 +86,12 @@ describe("event loops", function()
       "bad argument #2 to 'attach' (table expected, got boolean)")
     assert.has_error(function() glue.attach(timer, { on_error = print }) end,
       "bad argument #2 to 'attach' (unknown option 'on_error')")
+    -- at the caller's line (an option error named none; no timer, a luv.lua line)
+    local H, here = require("spec.helpers"), "01%-loops_spec%.lua$"
+    H.raises_at(here, function() local r = glue.attach(timer, { on_error = print }) return r end,
+      "bad argument #2 to 'attach' (unknown option 'on_error')")
+    H.raises_at(here, function() local r = glue.attach(nil) return r end,
+      "bad argument #1 to 'attach' (hwtimer.timer expected, got nil)")
   end)
 
   local cqueues = optional("cqueues")

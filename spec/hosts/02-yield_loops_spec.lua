@@ -409,6 +409,14 @@ describe("hwtimer.cqueues: callbacks may yield to cqueues", function()
       "bad argument #1 to 'attach' (hwtimer.timer expected, got nil)")
     assert.has_error(function() glue.attach(timer, { on_error = print }) end,
       "bad argument #2 to 'attach' (cqueues controller expected, got table)")
+    -- at the caller's line (an option error named none: a tail call took a level)
+    local H, here = require("spec.helpers"), "02%-yield_loops_spec%.lua$"
+    H.raises_at(here, function() local r = glue.attach(timer, cq, { bogus = true }) return r end,
+      "bad argument #3 to 'attach' (unknown option 'bogus')")
+    H.raises_at(here, function() local r = glue.attach(nil, cq) return r end,
+      "bad argument #1 to 'attach' (hwtimer.timer expected, got nil)")
+    H.raises_at(here, function() local r = glue.attach(timer, 5) return r end,
+      "bad argument #2 to 'attach' (cqueues controller expected, got number)")
   end)
 end)
 
