@@ -112,13 +112,13 @@ describe("hwtimer-jobs with a Redis server that wants a password", function()
       certs = TMP .. "/certs"
       -- a CA; the server's certificate for the name localhost alone (not
       -- 127.0.0.1); another CA that signed nothing here
-      assert(helpers.sh("mkdir -p " .. sq(certs) .. " && cd " .. sq(certs) .. " && " .. table.concat({
+      assert(helpers.sh("mkdir -p " .. sq(certs) .. " && cd " .. sq(certs) .. " && (" .. table.concat({
         "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj '/CN=hwt test CA'",
         "openssl req -x509 -newkey rsa:2048 -nodes -keyout other.key -out other.crt -days 2 -subj '/CN=other CA'",
         "openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj '/CN=localhost'",
         "printf 'subjectAltName=DNS:localhost\\n' >ext",
         "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 2 -extfile ext",
-      }, " && ") .. " >/dev/null 2>&1"))
+      }, " && ") .. ") >/dev/null 2>&1"))
       tls_port = N.free_port()
       server = N.start_redis(string.format("--tls-port %d --tls-cert-file %s --tls-key-file %s --tls-ca-cert-file %s "
         .. "--tls-auth-clients no --requirepass %s", tls_port, sq(certs .. "/srv.crt"), sq(certs .. "/srv.key"),
@@ -187,6 +187,56 @@ describe("hwtimer-jobs with a Redis server that wants a password", function()
   -- (names of no such suffix). No name under it resolves here: the CLI is
   -- run with LUA_INIT making LuaSocket's connect take every name under
   -- example.test to 127.0.0.1 (the name checked is still the one asked).
+  -- hwtimer-jobs with `args` against a TLS server at host:port (certs' CA),
+  -- every name under example.test taken to 127.0.0.1 by LUA_INIT
+  local function jobs_by_name(host, port, certs, prefix, args)
+    local init = "local m = getmetatable(require('socket').tcp()).__index; local connect = m.connect; "
+      .. "m.connect = function(s, h, ...) if tostring(h):lower():match('%.example%.test$') then h = '127.0.0.1' end "
+      .. "return connect(s, h, ...) end"
+    local all = { "--redis", "rediss://" .. host .. ":" .. port, "--cacert", certs .. "/ca.crt", "--prefix", prefix }
+    for _, a in ipairs(args) do all[#all + 1] = a end
+    return run_with("env -u REDISCLI_AUTH LUA_INIT=" .. sq(init), C.COMMAND, all)
+  end
+
+  -- A certificate with no subjectAltName: its common name is the name
+  -- checked (as OpenSSL's X509_check_host does).
+  describe("(TLS, a certificate named by its common name alone)", function()
+    if not have_ssl or not have_openssl then
+      it("needs LuaSec and openssl", function() pending("LuaSec or openssl missing for this Lua") end)
+      return
+    end
+    local server, tls_port, certs
+    setup(function()
+      certs = TMP .. "/cn-certs"
+      assert(helpers.sh("mkdir -p " .. sq(certs) .. " && cd " .. sq(certs) .. " && (" .. table.concat({
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj '/CN=hwt cn CA'",
+        "openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj '/CN=cn.hwt.example.test'",
+        "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 2",
+      }, " && ") .. ") >/dev/null 2>&1"))
+      tls_port = N.free_port()
+      server = N.start_redis(string.format("--tls-port %d --tls-cert-file %s --tls-key-file %s --tls-ca-cert-file %s "
+        .. "--tls-auth-clients no", tls_port, sq(certs .. "/srv.crt"), sq(certs .. "/srv.key"), sq(certs .. "/ca.crt")))
+      local timer = hwtimer.new()
+      local q = assert(durable.open(timer, { redis = redis.connect("127.0.0.1", server.port), prefix = "cn",
+        on_error = function() end }))
+      assert(q:schedule("mail", 3600, "by its common name", { id = "c1" }))
+      q:close()
+      timer:close()
+    end)
+    teardown(function() if server then server.stop() end end)
+
+    it("reaches the host its common name names, and refuses another", function()
+      local out, err, status = jobs_by_name("cn.hwt.example.test", tls_port, certs, "cn", { "--json", "show", "c1" })
+      assert.same({ "", 0 }, { err, status })
+      assert.equal("by its common name", json_of(out).payload)
+      out, err, status = jobs_by_name("other.hwt.example.test", tls_port, certs, "cn", { "counts" })
+      assert.same({ "", 1 }, { out, status })
+      local want = "hwtimer-jobs: cannot connect to Redis at rediss://other.hwt.example.test:" .. tls_port ..
+        "/0: TLS: the server's certificate does not name other.hwt.example.test"
+      assert.equal(want, err:sub(1, #want))
+    end)
+  end)
+
   describe("(TLS, a certificate for a wildcard name alone)", function()
     if not have_ssl or not have_openssl then
       it("needs LuaSec and openssl", function() pending("LuaSec or openssl missing for this Lua") end)
@@ -228,14 +278,7 @@ describe("hwtimer-jobs with a Redis server that wants a password", function()
     end)
 
     it("reaches a host the wildcard covers, and refuses its parent and a name two labels under", function()
-      local init = "local m = getmetatable(require('socket').tcp()).__index; local connect = m.connect; "
-        .. "m.connect = function(s, h, ...) if tostring(h):lower():match('%.example%.test$') then h = '127.0.0.1' end "
-        .. "return connect(s, h, ...) end"
-      local function jobs_at(host, args)
-        local all = { "--redis", "rediss://" .. host .. ":" .. tls_port, "--cacert", certs .. "/ca.crt", "--prefix", "wild" }
-        for _, a in ipairs(args) do all[#all + 1] = a end
-        return run_with("env -u REDISCLI_AUTH LUA_INIT=" .. sq(init), C.COMMAND, all)
-      end
+      local function jobs_at(host, args) return jobs_by_name(host, tls_port, certs, "wild", args) end
       local out, err, status = jobs_at("a.hwt.example.test", { "--json", "show", "w1" })
       assert.same({ "", 0 }, { err, status })
       assert.equal("under a wildcard", json_of(out).payload)
