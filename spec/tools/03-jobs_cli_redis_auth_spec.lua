@@ -198,6 +198,33 @@ describe("hwtimer-jobs with a Redis server that wants a password", function()
     return run_with("env -u REDISCLI_AUTH LUA_INIT=" .. sq(init), C.COMMAND, all)
   end
 
+  -- A TLS redis-server (its plain port for the store) whose certificate, of
+  -- a CA of its own in TMP/dir, has common name `cn` and, if `san`, that DNS
+  -- subjectAltName; one job `id` with `payload` stored under `prefix`.
+  -- Returns the server, its TLS port and the certificates' directory.
+  local function tls_server(dir, cn, san, prefix, id, payload)
+    local certs = TMP .. "/" .. dir
+    local cmds = {
+      "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj '/CN=hwt " .. dir .. " CA'",
+      "openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj '/CN=" .. cn .. "'",
+      "printf '" .. (san and "subjectAltName=DNS:" .. san or "") .. "\\n' >ext",
+      "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 2"
+        .. (san and " -extfile ext" or ""),
+    }
+    assert(helpers.sh("mkdir -p " .. sq(certs) .. " && cd " .. sq(certs) .. " && (" .. table.concat(cmds, " && ")
+      .. ") >/dev/null 2>&1"))
+    local tls_port = N.free_port()
+    local server = N.start_redis(string.format("--tls-port %d --tls-cert-file %s --tls-key-file %s --tls-ca-cert-file %s "
+      .. "--tls-auth-clients no", tls_port, sq(certs .. "/srv.crt"), sq(certs .. "/srv.key"), sq(certs .. "/ca.crt")))
+    local timer = hwtimer.new()
+    local q = assert(durable.open(timer, { redis = redis.connect("127.0.0.1", server.port), prefix = prefix,
+      on_error = function() end }))
+    assert(q:schedule("mail", 3600, payload, { id = id }))
+    q:close()
+    timer:close()
+    return server, tls_port, certs
+  end
+
   -- A certificate with no subjectAltName: its common name is the name
   -- checked (as OpenSSL's X509_check_host does).
   describe("(TLS, a certificate named by its common name alone)", function()
@@ -207,21 +234,7 @@ describe("hwtimer-jobs with a Redis server that wants a password", function()
     end
     local server, tls_port, certs
     setup(function()
-      certs = TMP .. "/cn-certs"
-      assert(helpers.sh("mkdir -p " .. sq(certs) .. " && cd " .. sq(certs) .. " && (" .. table.concat({
-        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj '/CN=hwt cn CA'",
-        "openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj '/CN=cn.hwt.example.test'",
-        "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 2",
-      }, " && ") .. ") >/dev/null 2>&1"))
-      tls_port = N.free_port()
-      server = N.start_redis(string.format("--tls-port %d --tls-cert-file %s --tls-key-file %s --tls-ca-cert-file %s "
-        .. "--tls-auth-clients no", tls_port, sq(certs .. "/srv.crt"), sq(certs .. "/srv.key"), sq(certs .. "/ca.crt")))
-      local timer = hwtimer.new()
-      local q = assert(durable.open(timer, { redis = redis.connect("127.0.0.1", server.port), prefix = "cn",
-        on_error = function() end }))
-      assert(q:schedule("mail", 3600, "by its common name", { id = "c1" }))
-      q:close()
-      timer:close()
+      server, tls_port, certs = tls_server("cn-certs", "cn.hwt.example.test", nil, "cn", "c1", "by its common name")
     end)
     teardown(function() if server then server.stop() end end)
 
@@ -244,22 +257,8 @@ describe("hwtimer-jobs with a Redis server that wants a password", function()
     end
     local server, tls_port, certs
     setup(function()
-      certs = TMP .. "/wildcard-certs"
-      assert(helpers.sh("mkdir -p " .. sq(certs) .. " && cd " .. sq(certs) .. " && (" .. table.concat({
-        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj '/CN=hwt wildcard CA'",
-        "openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj '/CN=*.hwt.example.test'",
-        "printf 'subjectAltName=DNS:*.hwt.example.test\\n' >ext",
-        "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 2 -extfile ext",
-      }, " && ") .. ") >/dev/null 2>&1"))
-      tls_port = N.free_port()
-      server = N.start_redis(string.format("--tls-port %d --tls-cert-file %s --tls-key-file %s --tls-ca-cert-file %s "
-        .. "--tls-auth-clients no", tls_port, sq(certs .. "/srv.crt"), sq(certs .. "/srv.key"), sq(certs .. "/ca.crt")))
-      local timer = hwtimer.new()
-      local q = assert(durable.open(timer, { redis = redis.connect("127.0.0.1", server.port), prefix = "wild",
-        on_error = function() end }))
-      assert(q:schedule("mail", 3600, "under a wildcard", { id = "w1" }))
-      q:close()
-      timer:close()
+      server, tls_port, certs = tls_server("wildcard-certs", "*.hwt.example.test", "*.hwt.example.test", "wild", "w1",
+        "under a wildcard")
     end)
     teardown(function() if server then server.stop() end end)
 
