@@ -250,6 +250,16 @@ describe("timeout handle", function()
     local e = timer:schedule(0, function() end)
     timer:dispatch()
     assert.matches("^hwtimer.timeout %(expired%)", tostring(e))
+    -- the seconds left: about those asked, and 0 (not less) once due but not yet run
+    local far = timer:schedule(30, function() end)
+    local left = tonumber(tostring(far):match("pending, ([%d.]+) s left"))
+    assert.is_true(left > 29 and left <= 30.01, tostring(far)) -- (rounded up to the tick)
+    local due = timer:schedule(0.001, function() end)
+    local t0 = hwtimer.now()
+    while hwtimer.now() < t0 + 0.01 do end
+    assert.matches("^hwtimer.timeout %(pending, 0%.?0* s left%)", tostring(due)) -- (5.1 writes %f as %.14g)
+    far:cancel()
+    due:cancel()
   end)
 
   it("rejects a wrong self with the expected type", function()

@@ -424,6 +424,19 @@ describe("hwtimer.durable", function()
   -- SQLite holds a batch's cancels in its transaction: they are rolled back
   -- with it (Redis sends them at once: spec/durable/runs.lua leaves them out).
   describe("q:batch", function()
+    -- A job in the window cancelled inside a batch leaves the window when
+    -- the batch commits (its timeout in the wheel with it), as a cancel outside does.
+    it("takes a job it cancels out of the window", function()
+      q = assert(open({ window = 60 }))
+      local base = timer:pending()
+      assert(q:schedule("k", 30, nil, { id = "in-window" }))
+      assert.matches(", 1 in the window%)$", tostring(q))
+      assert.is_true(q:batch(function(b) assert.is_true(b:cancel("in-window")) end))
+      assert.matches(", 0 in the window%)$", tostring(q))
+      assert.is_true(timer:pending() <= base)
+      assert.is_nil(q:get("in-window"))
+    end)
+
     it("cancels inside its commit: a job of the batch, and none if fn raises", function()
       q = assert(open())
       local ids = {}
