@@ -336,6 +336,24 @@ return function(env)
     end)
   end)
 
+  describe("a job due now", function()
+    -- The claim's own callback runs the first job it takes: a job scheduled
+    -- to run now starts in the first dispatch after it, not a dispatch later
+    -- (a worker timeout armed for it would wait for the next).
+    it("starts in the first dispatch after its schedule", function()
+      local q = assert(env.open({ poll = 60, sweep = 60 }))
+      local timer, ran = env.timer(), false
+      q:handle("k", function() ran = true end)
+      for round = 1, 3 do
+        ran = false
+        timer:run(0.05) -- (the queue idle: nothing due)
+        assert(q:schedule("k", 0))
+        timer:dispatch()
+        assert.is_true(ran, "round " .. round .. ": not run in the first dispatch")
+      end
+    end)
+  end)
+
   describe("the lease renewer", function()
     -- One renewal timeout a queue (runs.lua's take arms it where none is),
     -- however many claims come while it holds jobs: each claim arming its
