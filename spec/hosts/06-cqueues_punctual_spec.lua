@@ -1,9 +1,9 @@
 -- hwtimer.cqueues keeps callbacks that do not wait on time while others wait
 -- on I/O: the shape of spec/hosts/05-ngx_punctual_spec.lua, with cqueues'
 -- own sleeping coroutines as the peer. 2,000 callbacks due over 10-59 ms
--- each connect to a loopback server that answers after 0.6 s; 1,000 due at
--- 0.3 s (after the connects, while every round trip waits) note how late
--- they ran. Their p99 lateness must stay within 1 ms of the peer's, beyond
+-- each connect to a loopback server that answers 0.6 s after their line;
+-- once the server has read every line, 1,000 due 0.05 s later (while every
+-- round trip waits) note how late they ran. Their p99 lateness must stay within 1 ms of the peer's, beyond
 -- the timer's tick (its stated resolution: a deadline is rounded up to it).
 -- (hwtimer.copas has no such spec: Debian's copas 1.1.7 has no sleep to
 -- compare with, and luasocket's select takes at most 1,024 sockets.)
@@ -16,7 +16,7 @@ local ok_cq, cqueues = pcall(require, "cqueues")
 -- time and the margin stretch with it (at most 10x), so the quiet window
 -- after the connects stays a window.
 local SLOW = math.min(tonumber(os.getenv("HWT_SLOW")) or 1, 10)
-local N_IO, HOLD, AT, TICK = 2000, 0.6 * SLOW, 0.3 * SLOW, 0.001
+local N_IO, HOLD, AT, TICK = 2000, 0.6 * SLOW, 0.05 * SLOW, 0.001
 
 -- One burst on a fresh controller; `sys` "hwtimer" or "cqueues". Returns
 -- the 1,000's p99 lateness and how many round trips came back.
@@ -28,13 +28,14 @@ local function burst(sys)
   local srv = assert(csocket.listen({ host = "127.0.0.1", port = 0, backlog = 4096 }))
   assert(srv:listen())
   local _, _, port = srv:localname()
-  local stop, back, late = false, 0, {}
+  local stop, back, late, read = false, 0, {}, 0
   cq:wrap(function() -- the server: each connection answered HOLD seconds after its line
     while not stop do
       local con = srv:accept(0.02)
       if con then
         cq:wrap(function()
           con:read("*l")
+          read = read + 1
           cqueues.sleep(HOLD)
           con:write("ok\n")
           con:flush()
@@ -58,11 +59,18 @@ local function burst(sys)
       cq:wrap(function() cqueues.sleep(delay) fn() end)
     end
   end
-  for _ = 1, 1000 do
-    local due = hwtimer.now() + AT
-    at(AT, function() late[#late + 1] = math.max(0, hwtimer.now() - due) end)
-  end
   for i = 1, N_IO do at(0.01 + (i % 50) * 0.001, trip) end
+  -- The 1,000 are scheduled once every connection is in and waits (the
+  -- server has read its line), due AT later: amid 2,000 waiting round
+  -- trips, not amid the connects, however long those take on the machine.
+  cq:wrap(function()
+    local limit = hwtimer.now() + 10 * SLOW
+    while read < N_IO and hwtimer.now() < limit do cqueues.sleep(0.005) end
+    for _ = 1, 1000 do
+      local due = hwtimer.now() + AT
+      at(AT, function() late[#late + 1] = math.max(0, hwtimer.now() - due) end)
+    end
+  end)
   cq:wrap(function()
     local limit = hwtimer.now() + 20 * SLOW
     while (back < N_IO or #late < 1000) and hwtimer.now() < limit do cqueues.sleep(0.01) end
