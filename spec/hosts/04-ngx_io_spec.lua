@@ -5,6 +5,7 @@
 -- (quit and reload) with timeouts pending. Runs in the LuaJIT spec run.
 local N = require("spec.nginx")
 local socket = require("socket")
+local helpers = require("spec.helpers")
 
 local CONF = [[
 @HEAD@
@@ -491,15 +492,21 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
       socket.sleep(0.35) -- the last timeouts come due
       return p99(times), (cpu_seconds(pid) - cpu0) / (socket.gettime() - t0)
     end
-    local s0 = stats(port)
-    local base_p99, base_cpu = round(0)
-    local p, cpu = round(1000)
-    local s = wait_for(port, function(s) return s.rounds - s0.rounds >= 300 * 750 end, 10)
-    assert.equal(300 * 750, s.rounds - s0.rounds)
-    print(string.format("\n    requests p99 %.2f ms (no timer work: %.2f ms), worker CPU %.0f%% (%.0f%%)",
-      p * 1e3, base_p99 * 1e3, cpu * 100, base_cpu * 100))
-    assert.is_true(p <= 0.010, "request p99 " .. p)
-    assert.is_true(cpu < 0.9, "worker CPU share " .. cpu)
+    -- (a round's p99 of 300 is 3 requests: one stall of the VM moves it, so
+    -- a round that misses is measured once more, as helpers.miss_twice does
+    -- for the punctual specs; a bound missed twice fails)
+    assert.is_false(helpers.miss_twice(function()
+      local s0 = stats(port)
+      local base_p99, base_cpu = round(0)
+      local p, cpu = round(1000)
+      local s = wait_for(port, function(s) return s.rounds - s0.rounds >= 300 * 750 end, 10)
+      assert.equal(300 * 750, s.rounds - s0.rounds)
+      print(string.format("\n    requests p99 %.2f ms (no timer work: %.2f ms), worker CPU %.0f%% (%.0f%%)",
+        p * 1e3, base_p99 * 1e3, cpu * 100, base_cpu * 100))
+      if p > 0.010 then return "request p99 " .. p end
+      if cpu >= 0.9 then return "worker CPU share " .. cpu end
+      return false
+    end))
   end)
 
   it("runs pending callbacks once at quit, with ngx.worker.exiting() true, bounded by exit_max", function()
