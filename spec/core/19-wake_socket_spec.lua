@@ -142,6 +142,8 @@ describe("the wake socket", function()
 
   -- (a daemon started with stdin closed: the wake socket may be descriptor 0)
   it("sends one when the timer stops, its socket descriptor 0", function()
+    -- (another interpreter: under a preloaded sanitizer it inherits the preload)
+    if os.getenv("LD_PRELOAD") then return pending("starts another interpreter: left to the plain runs") end
     local out, ok = require("spec.helpers").run_lua([[
       local hwtimer, socket = require("hwtimer"), require("socket")
       local hold = assert(io.open("/dev/null")) -- descriptor 0 while the timer opens its eventfd
