@@ -79,6 +79,50 @@ describe("event loops", function()
     w.check()
   end)
 
+  -- Callbacks that do luv's own I/O: each opens a TCP connection to a luv
+  -- echo server of this loop and reads its line back, the loop serving both
+  -- sides; then the loop goes on (a timeout after them runs) and ends clean.
+  it("luv: callbacks that make TCP round trips through luv, and the loop goes on", function()
+    if not uv then return pending("luv is not installed for " .. _VERSION) end
+    local glue = require("hwtimer.luv")
+    local server = uv.new_tcp()
+    assert(server:bind("127.0.0.1", 0))
+    assert(server:listen(128, function()
+      local con = uv.new_tcp()
+      server:accept(con)
+      con:read_start(function(_, data)
+        if data then con:write(data, function() con:close() end) else con:close() end
+      end)
+    end))
+    local port = server:getsockname().port
+    local got, after, n = {}, false, 100
+    local function trip(_, i)
+      local c = uv.new_tcp()
+      c:connect("127.0.0.1", port, function(err)
+        assert(not err, err)
+        c:read_start(function(_, data)
+          if data then got[i] = (got[i] or "") .. data else c:close() end
+        end)
+        c:write("line " .. i .. "\n")
+      end)
+    end
+    local poll = glue.attach(timer)
+    for i = 1, n do timer:schedule(0.001 * (i % 10), trip, i) end
+    local guard = uv.new_timer() -- never hang the suite
+    guard:start(5000, 0, function() uv.stop() end)
+    local function all() for i = 1, n do if got[i] ~= "line " .. i .. "\n" then return false end end return true end
+    while not all() and guard:is_active() do uv.run("once") end
+    timer:schedule(0.005, function() after = true end)
+    while not after and guard:is_active() do uv.run("once") end
+    glue.detach(poll)
+    guard:close()
+    server:close()
+    uv.run("nowait")
+    assert.is_true(all())
+    assert.is_true(after)
+    assert.equal(0, timer:pending())
+  end)
+
   it("luv: attach's options are checked: only gc_step", function()
     if not uv then return pending("luv is not installed for " .. _VERSION) end
     local glue = require("hwtimer.luv")
