@@ -182,11 +182,6 @@ describe("hwtimer-jobs with a Redis server that wants a password", function()
     end)
   end)
 
-  -- A certificate whose one name is a wildcard, *.hwt.example.test: it
-  -- covers one label before .hwt.example.test, not 127.0.0.1 nor localhost
-  -- (names of no such suffix). No name under it resolves here: the CLI is
-  -- run with LUA_INIT making LuaSocket's connect take every name under
-  -- example.test to 127.0.0.1 (the name checked is still the one asked).
   -- hwtimer-jobs with `args` against a TLS server at host:port (certs' CA),
   -- every name under example.test taken to 127.0.0.1 by LUA_INIT
   local function jobs_by_name(host, port, certs, prefix, args)
@@ -225,49 +220,50 @@ describe("hwtimer-jobs with a Redis server that wants a password", function()
     return server, tls_port, certs
   end
 
+  -- describe(title) around a TLS server made by tls_server(unpack(args))
+  -- (pending without LuaSec or openssl); body(t) declares its tests, which
+  -- read the server's t.port and t.certs once setup has run.
+  local function tls_describe(title, args, body)
+    describe(title, function()
+      if not have_ssl or not have_openssl then
+        it("needs LuaSec and openssl", function() pending("LuaSec or openssl missing for this Lua") end)
+        return
+      end
+      local t = {}
+      setup(function() t.server, t.port, t.certs = tls_server(helpers.unpack(args, 1, 6)) end)
+      teardown(function() if t.server then t.server.stop() end end)
+      body(t)
+    end)
+  end
+
   -- A certificate with no subjectAltName: its common name is the name
   -- checked (as OpenSSL's X509_check_host does).
-  describe("(TLS, a certificate named by its common name alone)", function()
-    if not have_ssl or not have_openssl then
-      it("needs LuaSec and openssl", function() pending("LuaSec or openssl missing for this Lua") end)
-      return
-    end
-    local server, tls_port, certs
-    setup(function()
-      server, tls_port, certs = tls_server("cn-certs", "cn.hwt.example.test", nil, "cn", "c1", "by its common name")
-    end)
-    teardown(function() if server then server.stop() end end)
-
+  tls_describe("(TLS, a certificate named by its common name alone)",
+    { "cn-certs", "cn.hwt.example.test", nil, "cn", "c1", "by its common name" }, function(t)
     it("reaches the host its common name names, and refuses another", function()
-      local out, err, status = jobs_by_name("cn.hwt.example.test", tls_port, certs, "cn", { "--json", "show", "c1" })
+      local out, err, status = jobs_by_name("cn.hwt.example.test", t.port, t.certs, "cn", { "--json", "show", "c1" })
       assert.same({ "", 0 }, { err, status })
       assert.equal("by its common name", json_of(out).payload)
-      out, err, status = jobs_by_name("other.hwt.example.test", tls_port, certs, "cn", { "counts" })
+      out, err, status = jobs_by_name("other.hwt.example.test", t.port, t.certs, "cn", { "counts" })
       assert.same({ "", 1 }, { out, status })
-      local want = "hwtimer-jobs: cannot connect to Redis at rediss://other.hwt.example.test:" .. tls_port ..
+      local want = "hwtimer-jobs: cannot connect to Redis at rediss://other.hwt.example.test:" .. t.port ..
         "/0: TLS: the server's certificate does not name other.hwt.example.test"
       assert.equal(want, err:sub(1, #want))
     end)
   end)
 
-  describe("(TLS, a certificate for a wildcard name alone)", function()
-    if not have_ssl or not have_openssl then
-      it("needs LuaSec and openssl", function() pending("LuaSec or openssl missing for this Lua") end)
-      return
-    end
-    local server, tls_port, certs
-    setup(function()
-      server, tls_port, certs = tls_server("wildcard-certs", "*.hwt.example.test", "*.hwt.example.test", "wild", "w1",
-        "under a wildcard")
-    end)
-    teardown(function() if server then server.stop() end end)
-
+  -- A certificate whose one name is a wildcard, *.hwt.example.test: it
+  -- covers one label before .hwt.example.test, not 127.0.0.1 nor localhost
+  -- (names of no such suffix). No name under it resolves here: jobs_by_name takes them
+  -- to 127.0.0.1 (the name checked is still the one asked).
+  tls_describe("(TLS, a certificate for a wildcard name alone)",
+    { "wildcard-certs", "*.hwt.example.test", "*.hwt.example.test", "wild", "w1", "under a wildcard" }, function(t)
     it("refuses the hosts a wildcard certificate does not cover", function()
       local hosts = { "127.0.0.1" }
       if require("socket").dns.toip("localhost") then hosts[2] = "localhost" end
       for _, host in ipairs(hosts) do
-        local url = "rediss://" .. host .. ":" .. tls_port
-        local out, err, status = jobs_env(nil, { "--redis", url, "--cacert", certs .. "/ca.crt", "counts" })
+        local url = "rediss://" .. host .. ":" .. t.port
+        local out, err, status = jobs_env(nil, { "--redis", url, "--cacert", t.certs .. "/ca.crt", "counts" })
         assert.same({ "", 1 }, { out, status }, url)
         local want = "hwtimer-jobs: cannot connect to Redis at " .. url ..
           "/0: TLS: the server's certificate does not name " .. host
@@ -277,7 +273,7 @@ describe("hwtimer-jobs with a Redis server that wants a password", function()
     end)
 
     it("reaches a host the wildcard covers, and refuses its parent and a name two labels under", function()
-      local function jobs_at(host, args) return jobs_by_name(host, tls_port, certs, "wild", args) end
+      local function jobs_at(host, args) return jobs_by_name(host, t.port, t.certs, "wild", args) end
       local out, err, status = jobs_at("a.hwt.example.test", { "--json", "show", "w1" })
       assert.same({ "", 0 }, { err, status })
       assert.equal("under a wildcard", json_of(out).payload)
@@ -287,7 +283,7 @@ describe("hwtimer-jobs with a Redis server that wants a password", function()
       for _, host in ipairs({ "hwt.example.test", "b.a.hwt.example.test", "a.other.example.test" }) do
         out, err, status = jobs_at(host, { "counts" })
         assert.same({ "", 1 }, { out, status }, host)
-        local want = "hwtimer-jobs: cannot connect to Redis at rediss://" .. host .. ":" .. tls_port ..
+        local want = "hwtimer-jobs: cannot connect to Redis at rediss://" .. host .. ":" .. t.port ..
           "/0: TLS: the server's certificate does not name " .. host
         assert.equal(want, err:sub(1, #want))
       end
