@@ -158,37 +158,34 @@ return function(env)
       assert.is_nil(q:get("fails"))
     end)
 
-    it("writes a handler's error to stderr as one line when on_error is the default", function()
+    -- The lines the default on_error writes to stderr while a job of `kind`
+    -- with `id`, whose handler raises `message`, dies (attempts = 1).
+    local function default_report(kind, id, message)
       local q = assert(env.open({ attempts = 1 }))
       local lines, stderr = {}, io.stderr
       io.stderr = { write = function(_, ...) lines[#lines + 1] = table.concat({ ... }) end } -- luacheck: ignore
       local ok, err = pcall(function()
-        q:handle("k\n[crit] forged", function() error("two\nlines \27[31m\194\155red", 0) end)
-        q:schedule("k\n[crit] forged", 0, nil, { id = "id\r\n\255" })
+        q:handle(kind, function() error(message, 0) end)
+        q:schedule(kind, 0, nil, { id = id })
         assert.is_true(wait(function() return #q:dead() == 1 end))
       end)
       io.stderr = stderr -- luacheck: ignore
       assert(ok, err)
       for i = 1, #lines do lines[i] = lines[i]:gsub("\n$", "") end
+      return lines
+    end
+
+    it("writes a handler's error to stderr as one line when on_error is the default", function()
       assert.same({ "hwtimer.durable: job id\\r\\n\\xFF (k\\n[crit] forged): " ..
-        "two\\nlines \\x1B[31m\\xC2\\x9Bred" }, lines)
+        "two\\nlines \\x1B[31m\\xC2\\x9Bred" },
+        default_report("k\n[crit] forged", "id\r\n\255", "two\nlines \27[31m\194\155red"))
     end)
 
     -- The C1 controls end at U+009F: U+00A0 (NO-BREAK SPACE, \194\160 in
     -- UTF-8) is text, and the default on_error's line keeps it as it is.
     it("keeps a no-break space in the default on_error's line, and escapes the last C1 control before it", function()
-      local q = assert(env.open({ attempts = 1 }))
-      local lines, stderr = {}, io.stderr
-      io.stderr = { write = function(_, ...) lines[#lines + 1] = table.concat({ ... }) end } -- luacheck: ignore
-      local ok, err = pcall(function()
-        q:handle("k", function() error("no\194\160break, \194\159apc", 0) end)
-        q:schedule("k", 0, nil, { id = "nb\194\160sp" })
-        assert.is_true(wait(function() return #q:dead() == 1 end))
-      end)
-      io.stderr = stderr -- luacheck: ignore
-      assert(ok, err)
-      for i = 1, #lines do lines[i] = lines[i]:gsub("\n$", "") end
-      assert.same({ "hwtimer.durable: job nb\194\160sp (k): no\194\160break, \\xC2\\x9Fapc" }, lines)
+      assert.same({ "hwtimer.durable: job nb\194\160sp (k): no\194\160break, \\xC2\\x9Fapc" },
+        default_report("k", "nb\194\160sp", "no\194\160break, \194\159apc"))
     end)
   end)
 
