@@ -5,7 +5,8 @@
 #   make test-spec    the specs on one Lua (LUA_VERSION=...)
 #   make demo         the live demo
 #   make bench        every workload against every peer (bench-quick: under a minute;
-#                     bench-instructions: W1 in instructions, whatever the machine)
+#                     bench-instructions: W1 in instructions, whatever the machine;
+#                     bench-compare BASE=<rev>: this tree beside BASE in one run)
 #   make dist         dist/hwtimer-VERSION.tar.gz and the two .src.rock files
 #   make install      what the two rocks install, into LUA_LIBDIR / LUA_SHAREDIR
 # test, demo and bench install the Debian packages they need when run as root,
@@ -416,6 +417,28 @@ bench-bullmq:
 	else \
 	  node bench/bullmq/delayed.js 1; \
 	fi
+
+# One build beside another in one run: BASE (a git revision) built from its
+# own tree in build/compare/base, and the working tree, alternated round by
+# round with an A/A pair of the working tree (bench/compare.lua); fails where
+# a figure is worse than BASE's by more than the A/A spread.
+#   make bench-compare BASE=562e95b [COMPARE_ROUNDS=5] [COMPARE_SCALE=1]
+COMPARE_ROUNDS ?= 5
+COMPARE_SCALE  ?= 1
+COMPARE_DIR    := build/compare/base
+.PHONY: bench-compare
+bench-compare:
+	@if [ -z "$(BASE)" ]; then echo "usage: make bench-compare BASE=<git revision>"; exit 2; fi
+	@git rev-parse --verify -q "$(BASE)^{commit}" >/dev/null || { echo "bench-compare: $(BASE) is not a commit"; exit 2; }
+	@$(MAKE) --no-print-directory deps PACKAGES="lua5.4 liblua5.4-dev $(NGX_PACKAGES)"
+	@$(MAKE) --no-print-directory LUA_VERSION=5.4 build/5.4/hwtimer/core.so
+	@$(MAKE) --no-print-directory LUA_VERSION=jit build/jit/hwtimer/core.so
+	rm -rf $(COMPARE_DIR) && mkdir -p $(COMPARE_DIR)
+	git archive -o $(COMPARE_DIR).tar "$(BASE)"
+	tar -xf $(COMPARE_DIR).tar -C $(COMPARE_DIR) && rm -f $(COMPARE_DIR).tar
+	$(MAKE) -C $(COMPARE_DIR) --no-print-directory LUA_VERSION=5.4 build/5.4/hwtimer/core.so
+	$(MAKE) -C $(COMPARE_DIR) --no-print-directory LUA_VERSION=jit build/jit/hwtimer/core.so
+	lua5.4 bench/compare.lua $(COMPARE_DIR) . $(COMPARE_ROUNDS) $(COMPARE_SCALE)
 
 bench-quick: deps-bench
 	@$(MAKE) --no-print-directory $(BENCH_BUILD)

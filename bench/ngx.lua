@@ -15,13 +15,14 @@
 --   W6c  the worker's RSS growth with 10^6 timeouts pending far ahead, and how
 --        many ngx.timer.at could hold (lua_max_pending_timers set to 2^20).
 -- usage (make bench runs it): lua5.4 bench/ngx.lua [runs] [scale]
+--        (bench/compare.lua):   lua5.4 bench/ngx.lua one count|io N AHEAD
 -- with HWT_NGX_PATH / HWT_NGX_CPATH pointing at lua/ and build/jit/.
 package.path = "./?.lua;" .. package.path
 local N = require("spec.nginx")
 local socket = require("socket")
 
 local RUNS = tonumber(arg[1]) or 3
-local SCALE = tonumber(arg[2]) or 1
+local SCALE = tonumber(arg[2]) or 1 -- (both unused by `one`, below)
 if not (N.cpath and N.lpath and N.exists(N.nginx) and N.exists(N.lua_module)) then
   print("bench/ngx.lua: needs nginx, libnginx-mod-http-lua and HWT_NGX_PATH/HWT_NGX_CPATH")
   os.exit(0)
@@ -247,6 +248,16 @@ local function millions(list)
   local out = {}
   for i, v in ipairs(list) do out[i] = ("%.3g"):format(v / 1e6) end
   return table.concat(out, " ")
+end
+
+-- One figure of hwtimer.ngx alone, for bench/compare.lua (which points
+-- HWT_NGX_PATH / HWT_NGX_CPATH at each build in turn):
+--   lua5.4 bench/ngx.lua one count|io N AHEAD   prints callbacks_per_s=...
+if arg[1] == "one" then
+  local work, n, ahead = arg[2], tonumber(arg[3]), tonumber(arg[4])
+  assert((work == "count" or work == "io") and n and ahead, "usage: bench/ngx.lua one count|io N AHEAD")
+  print(("system=hwtimer.ngx workload=%s callbacks_per_s=%.0f"):format(work, rate("hwtimer", work, n, ahead)))
+  os.exit(0)
 end
 
 local lines = {}
