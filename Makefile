@@ -387,6 +387,7 @@ bench: deps-bench
 	$(RUN_ENV) $(LUA) bench/instructions.lua 3 0.1 bench/results_instructions.txt
 	$(RUN_ENV) $(LUA) bench/timers.lua 1
 	$(NGX_BENCH) 3 1
+	HWT_NGX_PATH='$(CURDIR)/lua/?.lua' HWT_NGX_CPATH='$(CURDIR)/build/jit/?.so' $(LUA) bench/ngx_health.lua 3 10 1000
 	@$(MAKE) --no-print-directory sqlite $(CBUILD)/sqlite_floor
 	$(RUN_ENV) $(LUA) bench/durable.lua 1 $(CBUILD)
 	$(CBUILD)/sqlite_floor $(CBUILD) $(CBUILD)/durable_schema.sql 20000 200000 NORMAL 100000

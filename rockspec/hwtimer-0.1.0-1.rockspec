@@ -39,6 +39,7 @@ build = {
     ["hwtimer.copas"] = "lua/hwtimer/copas.lua",
     ["hwtimer.runner"] = "lua/hwtimer/runner.lua",
     ["hwtimer.ngx"] = "lua/hwtimer/ngx.lua",
+    ["hwtimer.ngx_port"] = "lua/hwtimer/ngx_port.lua",
     ["hwtimer.durable"] = "lua/hwtimer/durable.lua",
     ["hwtimer.durable.engine"] = "lua/hwtimer/durable/engine.lua",
     ["hwtimer.durable.ids"] = "lua/hwtimer/durable/ids.lua",

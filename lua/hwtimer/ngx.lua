@@ -43,6 +43,7 @@
 local hwtimer = require("hwtimer")
 local check = require("hwtimer.check")
 local driver = require("hwtimer.runner")
+local port = require("hwtimer.ngx_port")
 local semaphore = require("ngx.semaphore")
 local spawn, reap = ngx.thread.spawn, ngx.thread.wait
 local unpack = table.unpack or unpack
@@ -462,6 +463,31 @@ function on_exit(premature, self)
   ngx.sleep(0.001)
 end
 
+-- nginx -s stop closes the Lua state without running a timer callback: the
+-- timer's own warning for the timeouts it drops (csrc/ltimer.c) would reach
+-- error.log as a bare stderr line among nginx's. A finalizer newer than the
+-- timer (at a state's close finalizers run newest first) says it through
+-- ngx.log, with the worker's pid and nginx's format, and closes the timer
+-- quietly. (LuaJIT calls __gc on userdata only: newproxy makes one.)
+local function at_state_close(self)
+  local newproxy = rawget(_G, "newproxy")
+  if not newproxy then return end
+  local p = newproxy(true)
+  getmetatable(p).__gc = function()
+    if not self.running then return end
+    self.running = false
+    local ok, n = pcall(self.timer.pending, self.timer)
+    if ok and n > 0 then
+      pcall(function()
+        ngx.log(ngx.WARN, "hwtimer.ngx: the worker stopped (nginx -s stop or the Lua state's end) with ",
+                n, " pending timeouts; they never run (nginx -s quit or reload runs them, see exit_max)")
+      end)
+    end
+    pcall(self.timer.close, self.timer)
+  end
+  self.state_close = p
+end
+
 -- ---- the object --------------------------------------------------------------
 
 --- new([opts], [max_wait]): a timer for this worker, with its dispatcher and
@@ -489,11 +515,13 @@ function M.new(opts, max_wait)
   self.waiters = {} -- the runners left waiting in a callback (w -> true)
   self.undone = {} -- taken timeouts whose timer:done raised (t -> true): done again
   self.exit_functions, self.exit_seq = {}, 0 -- d:at_exit's (handle -> true)
+  self.ported = port.looker() -- callbacks ported from ngx.timer as they are (hwtimer.ngx_port)
   self.handler = function(e)
     self.traceback = debug.traceback(driver.message(e), 2)
     return e
   end
   setmetatable(self, NgxTimer)
+  at_state_close(self)
   timer:take_only()
   local wake = self.wake
   timer:wakeup(function() wake:post(1) end)
@@ -509,11 +537,31 @@ function M.new(opts, max_wait)
 end
 
 -- The timer's whole API on the object: d:schedule(...) is timer:schedule(...).
-for _, name in ipairs({ "schedule", "every", "pending", "timeout", "getfd", "take", "done", "count" }) do
+for _, name in ipairs({ "pending", "timeout", "getfd", "take", "done", "count" }) do
   NgxTimer[name] = function(self, ...)
     local timer = self.timer
     return timer[name](timer, ...)
   end
+end
+
+-- schedule and every refuse a callback ported from ngx.timer as it is
+-- (hwtimer.ngx_port), which would never run its body.
+function NgxTimer:schedule(delay, cb, ...)
+  if self.ported(cb) then port.refuse("schedule", 2) end
+  return self.timer:schedule(delay, cb, ...)
+end
+
+function NgxTimer:every(interval, cb, ...)
+  if self.ported(cb) then port.refuse("every", 2) end
+  return self.timer:every(interval, cb, ...)
+end
+
+--- d:ngx_timer(): { at = ..., every = ... } with ngx.timer.at's and
+-- ngx.timer.every's arguments and callbacks, fn(premature, ...), on this
+-- timer (hwtimer.ngx_port), for code ported from ngx.timer.
+function NgxTimer:ngx_timer()
+  self.port_functions = self.port_functions or port.functions(self)
+  return self.port_functions
 end
 
 local function host_runs(name)

@@ -1,0 +1,207 @@
+-- Code ported from ngx.timer onto hwtimer.ngx, in a real nginx: a callback
+-- ported as it is (premature first) is refused loudly, d:ngx_timer() gives
+-- ngx.timer's convention (premature false, then true at the worker's exit),
+-- and nginx -s stop says what it drops in nginx's own log format. Runs in
+-- the LuaJIT spec run.
+local N = require("spec.nginx")
+local socket = require("socket")
+
+local CONF = [[
+@HEAD@
+events { worker_connections 64; }
+http {
+  access_log off;
+  lua_package_path "@LPATH@;;";
+  lua_package_cpath "@CPATH@;;";
+  init_worker_by_lua_block {
+    package.loaded.d = assert(require("hwtimer.ngx").new())
+    package.loaded.seen = {}
+  }
+  server {
+    listen 127.0.0.1:@PORT@;
+    location = /ping { return 200 "up"; }
+    location = /refused {   # each refusal's message, one a line, as raised to this code
+      content_by_lua_block {
+        local d = package.loaded.d
+        local function check_target(premature, target) if premature then return end end
+        local cases = {   -- (not tail calls: the error names the line that called)
+          function() local t = d:schedule(0.01, check_target, "a") return t end,
+          function() local t = d:every(0.5, check_target, "a") return t end,
+          function() local t = d:every({ interval = 0.5 }, function(premature) end) return t end,
+        }
+        for _, f in ipairs(cases) do
+          local ok, err = pcall(f)
+          ngx.say(ok and "accepted" or err)
+        end
+        -- another first parameter, a callable table, and the handle named as it is: accepted
+        local t1 = d:schedule(10, function(t, premature_not) end)
+        local t2 = d:schedule(10, setmetatable({}, { __call = function() end }))
+        local t3 = d:every(10, function(t) end)
+        ngx.say(t1 and t2 and t3 and "others accepted" or "refused")
+        t1:cancel() t2:cancel() t3:cancel()
+      }
+    }
+    location = /port {   # ngx.timer's convention: at once, every until cancelled
+      content_by_lua_block {
+        local timer, seen = package.loaded.d:ngx_timer(), package.loaded.seen
+        seen.at, seen.every, seen.cancelled = {}, {}, "never ran"
+        local ok = timer.at(0.01, function(premature, a, b)
+          seen.at[#seen.at + 1] = tostring(premature) .. " " .. a .. " " .. b
+        end, "x", 2)
+        local gone = timer.at(0.01, function() seen.cancelled = "ran" end)
+        gone:cancel()
+        local beat
+        beat = timer.every(0.01, function(premature, who)
+          seen.every[#seen.every + 1] = tostring(premature) .. " " .. who
+          if #seen.every == 3 then beat:cancel() end
+        end, "beat")
+        local errs = {}
+        for _, f in ipairs({ function() timer.at(-1, print) end, function() timer.every(0, print) end,
+                             function() timer.at(1, "print") end }) do
+          local okf, err = pcall(f)
+          errs[#errs + 1] = okf and "accepted" or err
+        end
+        ngx.say(ok and "ok" or "refused", "\n", table.concat(errs, "\n"))
+      }
+    }
+    location = /slow {   # every at a fixed rate: a run that takes 12 ms of a 30 ms interval
+      content_by_lua_block {
+        local now = require("hwtimer").now
+        local timer, seen = package.loaded.d:ngx_timer(), package.loaded.seen
+        seen.starts = {}
+        local slow
+        slow = timer.every(0.03, function(premature)
+          seen.starts[#seen.starts + 1] = now()
+          if #seen.starts == 6 then slow:cancel() end
+          ngx.sleep(0.012)
+        end)
+        ngx.say("ok")
+      }
+    }
+    location = /starts {   # the gaps between the slow one's starts, in ms
+      content_by_lua_block {
+        local s, out = package.loaded.seen.starts, {}
+        for i = 2, #s do out[#out + 1] = ("%.1f"):format((s[i] - s[i - 1]) * 1000) end
+        ngx.say(table.concat(out, " "))
+      }
+    }
+    location = /seen {
+      content_by_lua_block {
+        local seen = package.loaded.seen
+        ngx.say(table.concat(seen.at, ","), "|", table.concat(seen.every, ","), "|", seen.cancelled)
+      }
+    }
+    location = /park {   # ported timeouts still pending at the worker's exit, and plain ones
+      content_by_lua_block {
+        local d = package.loaded.d
+        local timer = d:ngx_timer()
+        timer.at(3600, function(premature, what)
+          ngx.log(ngx.WARN, "ported at premature=", tostring(premature), " ", what)
+        end, "report")
+        timer.every(3600, function(premature, what)
+          ngx.log(ngx.WARN, "ported every premature=", tostring(premature), " ", what)
+        end, "probe")
+        for _ = 1, tonumber(ngx.var.arg_n or 0) do d:schedule(3600, function() end) end
+        ngx.say(d:pending())
+      }
+    }
+  }
+}
+]]
+
+describe("hwtimer.ngx: code ported from ngx.timer", function()
+  if N.skip_unless_ready(pending) then return end
+
+  local server, port
+
+  local function start()
+    port = N.free_port()
+    server = N.start(N.config(CONF, { PORT = port }))
+    assert(N.wait_listening(port, "/ping"), server.log())
+  end
+
+  local function wait_gone(master, secs)
+    local limit = socket.gettime() + secs
+    while N.alive(master) and socket.gettime() < limit do socket.sleep(0.05) end
+    return not N.alive(master)
+  end
+
+  before_each(start)
+  after_each(function() server.stop() end)
+
+  it("refuses, at the caller's line, a callback whose first parameter is 'premature'", function()
+    local status, body = N.get(port, "/refused")
+    assert.equal(200, status, body)
+    local lines = {}
+    for l in body:gmatch("[^\n]+") do lines[#lines + 1] = l end
+    local function expected(fname, what)
+      return "bad argument #2 to '" .. fname .. "' (the callback's first parameter is named 'premature', as " ..
+        "an ngx.timer callback's: hwtimer.ngx passes the timeout handle there, so 'if premature then return " ..
+        "end' would always return; use d:ngx_timer()." .. what .. " for ngx.timer's arguments, or name the " ..
+        "parameter otherwise)"
+    end
+    assert.equal(4, #lines, body)
+    -- content_by_lua's chunk: the lines of the pcall'd functions in it
+    assert.equal(expected("schedule", "at"), lines[1]:match(":%d+: (.*)$"))
+    assert.matches("^content_by_lua%(nginx%.conf:%d+%):%d+: bad argument #2 to 'schedule'", lines[1])
+    assert.matches("^content_by_lua%(nginx%.conf:%d+%):%d+: bad argument #2 to 'every'", lines[2])
+    assert.equal(expected("every", "every"), lines[2]:match(":%d+: (.*)$"))
+    assert.equal(expected("every", "every"), lines[3]:match(":%d+: (.*)$"))
+    assert.equal("others accepted", lines[4])
+  end)
+
+  it("d:ngx_timer(): at and every call fn(premature, ...) as ngx.timer does; the handle cancels", function()
+    local status, body = N.get(port, "/port")
+    assert.equal(200, status, body)
+    assert.equal(table.concat({ "ok",
+      "bad argument #1 to 'at' (non-negative number of seconds expected)",
+      "bad argument #1 to 'every' (positive number of seconds expected)",
+      "bad argument #2 to 'at' (function expected, got string)" }, "\n") .. "\n",
+      (body:gsub("content_by_lua%(nginx%.conf:%d+%):%d+: ", "")))
+    local seen
+    for _ = 1, 100 do
+      seen = select(2, N.get(port, "/seen"))
+      if seen:find("beat,false beat,false beat|", 1, true) then break end
+      socket.sleep(0.02)
+    end
+    socket.sleep(0.05) -- a fourth beat, or the cancelled one, would have come by now
+    assert.equal("false x 2|false beat,false beat,false beat|never ran\n", select(2, N.get(port, "/seen")))
+  end)
+
+  it("d:ngx_timer().every runs at a fixed rate, as ngx.timer.every: a slow run does not push the next back", function()
+    assert.equal("ok\n", select(2, N.get(port, "/slow")))
+    local gaps
+    for _ = 1, 100 do
+      gaps = N.numbers(select(2, N.get(port, "/starts")))
+      if #gaps == 5 then break end
+      socket.sleep(0.02)
+    end
+    assert.equal(5, #gaps)
+    table.sort(gaps)
+    -- at a fixed delay each gap would be 30 + 12 ms and more
+    assert.is_true(gaps[3] < 38, "median gap " .. gaps[3] .. " ms between starts 30 ms apart")
+  end)
+
+  it("at nginx -s quit, a ported callback that never ran gets premature = true", function()
+    assert.equal("2\n", select(2, N.get(port, "/park")))
+    local master = server.master_pid()
+    assert.is_true(server.signal("quit"))
+    assert.is_true(wait_gone(master, 5), server.log())
+    local log = server.log()
+    assert.matches("ported at premature=true report", log, 1, true)
+    assert.matches("ported every premature=true probe", log, 1, true)
+    assert.is_nil(log:find("premature=false", 1, true), log)
+  end)
+
+  it("at nginx -s stop, says in nginx's log format how many pending timeouts it drops", function()
+    assert.equal("1002\n", select(2, N.get(port, "/park?n=1000")))
+    local master = server.master_pid()
+    assert.is_true(server.signal("stop"))
+    assert.is_true(wait_gone(master, 5), server.log())
+    local log = server.log()
+    assert.matches("%d%d%d%d/%d%d/%d%d %d%d:%d%d:%d%d %[warn%] %d+#%d+: [^\n]-hwtimer%.ngx: the worker stopped " ..
+      "%(nginx %-s stop or the Lua state's end%) with 1002 pending timeouts; they never run", log)
+    assert.is_nil(log:find("\nhwtimer: timer collected", 1, true), log)
+    assert.is_nil(log:find("will never run", 1, true), log)
+  end)
+end)
