@@ -121,11 +121,13 @@ for s, keys in pairs(results.w4) do
 end
 
 -- figure: workload, key, label, better ("low"/"high"), target (op, value).
--- Targets are the issues' latest: issue 12 set cancel <= 80 ns (was 60) and
--- W4 at 4e6 <= 500 ns (was 250).
+-- Targets are the issues' latest. Issue 43 retired issue 21's absolute W1
+-- and W4 times (they moved 2-3x with the machine's memory state, with the
+-- same instruction counts): W1's are ratios to luv in the same run ("x"
+-- ops: luv's time over hwtimer's), W4's is its growth.
 local figures = {
-  { "w1", "schedule_ns", "W1 schedule (ns)", "low", "<=", 150 },
-  { "w1", "cancel_ns", "W1 cancel (ns)", "low", "<=", 80 },
+  { "w1", "schedule_ns", "W1 schedule (ns)", "low", "x luv >=", 3.5 },
+  { "w1", "cancel_ns", "W1 cancel (ns)", "low", "x luv >=", 8 },
   { "w1", "bytes", "W1 bytes per pending", "low", "<=", 120 },
   { "w2b", "late_min_ms", "W2b lateness min (ms)", "none", ">=", 0 },
   { "w2b", "late_p50_ms", "W2b lateness p50 (ms)", "low" },
@@ -138,8 +140,7 @@ local figures = {
 table.insert(figures, 8, { "w2b", "over_floor_late_p99_ms", "W2b p99 over the floor (ms)", "none", "<=", 0.2 })
 table.insert(figures, 9, { "w2b", "over_floor_late_max_ms", "W2b max over the floor (ms)", "none", "<=", 1 })
 for _, p in ipairs(sizes) do
-  figures[#figures + 1] = { "w4", "pair_ns_" .. p, string.format("W4 pair at %g pending (ns)", p), "low",
-    p == largest and "<=" or nil, p == largest and 500 or nil }
+  figures[#figures + 1] = { "w4", "pair_ns_" .. p, string.format("W4 pair at %g pending (ns)", p), "low" }
 end
 figures[#figures + 1] = { "w4", "growth", string.format("W4 cost %g / cost 1e3", largest), "low", "<=", 1.3 }
 -- (W4's first pass, on a heap still growing: no target, the kernel's faults)
@@ -197,10 +198,13 @@ for _, f in ipairs(figures) do
   end
   local ratio = (mine and best and best ~= 0) and string.format("%.2fx", mine / best) or "-"
   local met = "-"
-  if mine and op then
+  local luv = med(w, "luv", k)
+  if mine and op == "x luv >=" then
+    met = (luv and mine > 0 and luv / mine >= target) and "yes" or "NO"
+  elseif mine and op then
     met = ((op == "<=" and mine <= target) or (op == ">=" and mine >= target)) and "yes" or "NO"
-    if met == "NO" then note_missed(label) end
   end
+  if met == "NO" then note_missed(label) end
   local row = { label, fmt(mine) }
   for _, p in ipairs(peers) do
     row[#row + 1] = fmt(med(w, p == "floor" and results[w].core and "core" or p, k))

@@ -301,6 +301,32 @@ describe("hwtimer.durable", function()
       assert.equal(0, q:pending())
     end)
 
+    it("writes an acknowledgement the locked store refused once it is free, with nothing else to do", function()
+      -- no poll within the test: only the failed write's own retry (the
+      -- backoff's step, 0.05 s, then 0.1, ...) can write it
+      local reports = {}
+      q = assert(open({ busy_timeout = 0.01, poll = 60, on_error = function(err)
+        reports[#reports + 1] = tostring(err)
+      end }))
+      local lock = assert(sqlite.open(path))
+      local runs, free = 0, false
+      q:handle("k", function()
+        runs = runs + 1
+        assert(lock:exec("BEGIN EXCLUSIVE")) -- the acknowledgement after this run fails
+        timer:schedule(0.2, function() assert(lock:exec("ROLLBACK")) free = true end)
+      end)
+      assert(q:schedule("k", 0.01, nil, { id = "acked" }))
+      local t0 = hwtimer.now()
+      assert.is_true(wait(function()
+        return free and query(path, "SELECT count(*) FROM hwtimer_jobs WHERE id = ?", "acked") == 0
+      end, 3), "the acknowledgement was not written once the store was free")
+      local took = hwtimer.now() - t0
+      lock:close()
+      assert.is_true(took < 1.5, "written " .. took .. " s after the schedule")
+      assert.equal(1, runs)
+      assert.matches("acknowledge: .*database is locked", reports[1] or "")
+    end)
+
     it("reports a store that stays down at most once a second, with the count held back", function()
       local reports = {}
       q = assert(open({ busy_timeout = 0, poll = 0.01, on_error = function(err, job)

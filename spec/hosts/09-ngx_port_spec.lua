@@ -120,10 +120,16 @@ describe("hwtimer.ngx: code ported from ngx.timer", function()
     assert(N.wait_listening(port, "/ping"), server.log())
   end
 
-  local function wait_gone(master, secs)
-    local limit = socket.gettime() + secs
+  -- Park timeouts (/park?n=...: two ported ones and n plain), signal nginx
+  -- and wait until it is gone; its error.log.
+  local function park_and_end(n, sig, parked)
+    assert.equal(parked .. "\n", select(2, N.get(port, "/park?n=" .. n)))
+    local master = server.master_pid()
+    assert.is_true(server.signal(sig))
+    local limit = socket.gettime() + 5
     while N.alive(master) and socket.gettime() < limit do socket.sleep(0.05) end
-    return not N.alive(master)
+    assert.is_false(N.alive(master), server.log())
+    return server.log()
   end
 
   before_each(start)
@@ -183,22 +189,14 @@ describe("hwtimer.ngx: code ported from ngx.timer", function()
   end)
 
   it("at nginx -s quit, a ported callback that never ran gets premature = true", function()
-    assert.equal("2\n", select(2, N.get(port, "/park")))
-    local master = server.master_pid()
-    assert.is_true(server.signal("quit"))
-    assert.is_true(wait_gone(master, 5), server.log())
-    local log = server.log()
+    local log = park_and_end(0, "quit", 2)
     assert.matches("ported at premature=true report", log, 1, true)
     assert.matches("ported every premature=true probe", log, 1, true)
     assert.is_nil(log:find("premature=false", 1, true), log)
   end)
 
   it("at nginx -s stop, says in nginx's log format how many pending timeouts it drops", function()
-    assert.equal("1002\n", select(2, N.get(port, "/park?n=1000")))
-    local master = server.master_pid()
-    assert.is_true(server.signal("stop"))
-    assert.is_true(wait_gone(master, 5), server.log())
-    local log = server.log()
+    local log = park_and_end(1000, "stop", 1002)
     assert.matches("%d%d%d%d/%d%d/%d%d %d%d:%d%d:%d%d %[warn%] %d+#%d+: [^\n]-hwtimer%.ngx: the worker stopped " ..
       "%(nginx %-s stop or the Lua state's end%) with 1002 pending timeouts; they never run", log)
     assert.is_nil(log:find("\nhwtimer: timer collected", 1, true), log)

@@ -5,6 +5,14 @@
 -- the file, the line before it (`after`); the generator skips them. A change to the line makes
 -- its entry stale (the mutant is then a new one, judged afresh).
 return {
+  { file = "lua/hwtimer/durable/redis.lua",
+    from = "  if #res < 2 then return nil end", to = "  if #res < 3 then return nil end",
+    reason = "the get script returns { now } for an unknown id or { now, fields... } (ten or more): no reply has "
+      .. "two elements, so both bounds tell the same replies apart" },
+  { file = "csrc/ltimeout.c",
+    from = "\tlua_pushnumber(L, left > 0 ? ns_to_s(left) : 0);",
+    to = "\tlua_pushnumber(L, left >= 0 ? ns_to_s(left) : 0);",
+    reason = "at left == 0 both branches push 0 (ns_to_s(0) is 0.0): t:remaining() is the same number" },
   { file = "lua/hwtimer/tzif.lua",
     from = "  if z.nwindows >= 64 then z.windows, z.nwindows = {}, 0 end",
     to = "  if z.nwindows >= 65 then z.windows, z.nwindows = {}, 0 end",

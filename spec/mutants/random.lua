@@ -85,7 +85,9 @@ local COVER = {
     "spec/durable/03-redis_spec.lua#stamps" },
   ["lua/hwtimer/durable/redis_open.lua"] = { "spec/durable/08-redis_upgrade_spec.lua", "spec/durable/03-redis_spec.lua" },
   -- only nginx runs these
-  ["lua/hwtimer/ngx.lua"] = { lua = "jit", "spec/hosts/04-ngx_io_spec.lua", "spec/hosts/03-openresty_spec.lua" },
+  ["lua/hwtimer/ngx.lua"] = { lua = "jit", "spec/hosts/04-ngx_io_spec.lua", "spec/hosts/03-openresty_spec.lua",
+    "spec/hosts/09-ngx_port_spec.lua" },
+  ["lua/hwtimer/ngx_port.lua"] = { lua = "jit", "spec/hosts/09-ngx_port_spec.lua" },
   ["lua/hwtimer/metrics_ngx.lua"] = { lua = "jit", "spec/hosts/07-ngx_metrics_spec.lua" },
   ["lua/hwtimer/durable/ngx.lua"] = { lua = "jit", "spec/durable/06-nginx_batch_spec.lua", "spec/durable/04-nginx_spec.lua" },
   ["lua/hwtimer/durable/redis_batch.lua"] = { lua = "jit", "spec/durable/06-nginx_batch_spec.lua" },
