@@ -160,8 +160,9 @@ local function rss_kb(pid)
 end
 
 local function start()
-  local port = N.free_port()
-  local ngx_ = N.start(N.config(CONF, { PORT = port, PONG = N.free_port() }))
+  local port, pong = N.free_port(), N.free_port()
+  while pong == port do pong = N.free_port() end -- (a port let go may come back: two servers on one would merge)
+  local ngx_ = N.start(N.config(CONF, { PORT = port, PONG = pong }))
   assert(N.wait_listening(port, "/ping"), ngx_.log())
   return ngx_, port
 end

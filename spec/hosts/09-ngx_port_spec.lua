@@ -85,6 +85,26 @@ http {
         ngx.say(table.concat(out, " "))
       }
     }
+    location = /io {   # a ported callback doing this host's own I/O: a cosocket round trip to /ping
+      content_by_lua_block {
+        local seen = package.loaded.seen
+        seen.io = "never ran"
+        package.loaded.d:ngx_timer().at(0.01, function(premature, port)
+          local sock = ngx.socket.tcp()
+          sock:settimeout(2000)
+          local ok, err = sock:connect("127.0.0.1", port)
+          if ok then ok, err = sock:send("GET /ping HTTP/1.0\r\nHost: x\r\n\r\n") end
+          local body
+          if ok then body, err = sock:receive("*a") end
+          sock:close()
+          seen.io = tostring(premature) .. " " .. (body and body:match("\r\n\r\n(.*)$") or ("failed: " .. tostring(err)))
+        end, tonumber(ngx.var.server_port))
+        ngx.say(ngx.worker.pid())
+      }
+    }
+    location = /io_seen {
+      content_by_lua_block { ngx.say(package.loaded.seen.io, " ", ngx.worker.pid()) }
+    }
     location = /seen {
       content_by_lua_block {
         local seen = package.loaded.seen
@@ -172,6 +192,19 @@ describe("hwtimer.ngx: code ported from ngx.timer", function()
     end
     socket.sleep(0.05) -- a fourth beat, or the cancelled one, would have come by now
     assert.equal("false x 2|false beat,false beat,false beat|never ran\n", select(2, N.get(port, "/seen")))
+  end)
+
+  it("d:ngx_timer().at: a callback makes a cosocket round trip; the worker lives on", function()
+    local status, pid = N.get(port, "/io")
+    assert.equal(200, status, pid)
+    local seen
+    for _ = 1, 100 do
+      seen = select(2, N.get(port, "/io_seen"))
+      if not seen:find("never ran", 1, true) then break end
+      socket.sleep(0.02)
+    end
+    assert.equal("false up " .. pid, seen) -- the same worker answered: it did not crash
+    assert.is_nil(server.log():find("exited on signal", 1, true), server.log())
   end)
 
   it("d:ngx_timer().every runs at a fixed rate, as ngx.timer.every: a slow run does not push the next back", function()
