@@ -393,6 +393,7 @@ bench: deps-bench
 	$(CBUILD)/sqlite_floor $(CBUILD) $(CBUILD)/durable_schema.sql 20000 200000 NORMAL 100000
 	@$(MAKE) --no-print-directory bench-bullmq
 	$(NGX_DURABLE_BENCH) 3 5
+	$(RUN_ENV) HWT_NGX_PATH='$(CURDIR)/lua/?.lua' HWT_NGX_CPATH='$(CURDIR)/build/jit/?.so' $(LUA) bench/durable_pickup.lua 300
 	$(RUN_ENV) $(LUA) bench/cron.lua 1
 
 # W1 in instructions (callgrind): figures that do not move with the machine,

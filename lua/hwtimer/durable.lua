@@ -609,6 +609,13 @@ function Queue:retry(id) return make_due(self, "retry", id) end
 --- ok, err = q:run_now(id): a pending job due now.
 function Queue:run_now(id) return make_due(self, "run_now", id) end
 
+--- q:wake(): poll the store now, in a timeout of the queue's timer (a
+-- listener calls it when another process says a job is due now:
+-- hwtimer.durable.ngx's); nothing on a closed queue.
+function Queue:wake()
+  if getmetatable(self) == Queue and not self._closed then window.wake(self) end
+end
+
 --- list, err = q:schedules(): the schedules (q:every), each as q:get
 -- shows it, in next-due order (due, then id byte by byte).
 function Queue:schedules()

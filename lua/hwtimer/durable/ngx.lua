@@ -21,6 +21,7 @@ local check = require("hwtimer.check")
 local text = require("hwtimer.text")
 local message, log_safe = text.message, text.log_safe
 local semaphore = require("ngx.semaphore")
+local wake_ups = require("hwtimer.durable.ngx_wake")
 
 local M = {}
 
@@ -57,6 +58,10 @@ local function try_open(premature, name, entry, timer, opts, setup, step)
   end
   if q then
     entry.q, entry.err = q, nil
+    local listening, lerr = wake_ups.start(q, durable.engine(q))
+    if listening == nil then
+      ngx.log(ngx.ERR, "hwtimer.durable: queue '", name, "' cannot listen for wake-ups: ", log_safe(lerr))
+    end
     return wake(entry)
   end
   entry.tries, entry.err = entry.tries + 1, message(err)

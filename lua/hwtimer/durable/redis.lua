@@ -58,6 +58,9 @@ Engine.OPTIONS = {
   -- only a store of this format, as it is: none made, none upgraded, and
   -- the open writes nothing (hwtimer-jobs)
   existing = { false, function(v) return type(v) == "boolean" end, "boolean" },
+  -- a PUBLISH on BASE:wake for each job due within `poll` that this
+  -- process does not handle, and (hwtimer.durable.ngx) a listener for them
+  wake = { true, function(v) return type(v) == "boolean" end, "boolean" },
 }
 
 local function us(seconds) return format("%.0f", ceil(seconds * 1e6)) end
@@ -125,6 +128,7 @@ function Engine.open(o, owner)
     offset = 0, offset_lo = -math.huge, offset_hi = math.huge, synced_at = mono(),
     claimed_until = 0,
     keys = { base .. ":j", base .. ":kinds", base .. ":dead", base .. ":meta" }, intake = base .. ":incoming",
+    wake = o.wake ~= false and base .. ":wake" or nil, wake_within = o.poll or 0.05,
   }, Engine)
   if type(o.redis) == "function" or (getmetatable(o.redis) and not o.redis.evalsha) then
     self.connect = o.redis
@@ -138,6 +142,42 @@ function Engine.open(o, owner)
 end
 
 function Engine:close() self.closed = true end
+
+---------------------------------------------------------------------------
+-- Waking the processes that handle a kind
+---------------------------------------------------------------------------
+
+-- A job due within `poll` that another process is to run would wait for
+-- that process's next poll (half a period, on average); a PUBLISH of its
+-- kind on BASE:wake, sent after the write on the same client (so a
+-- listener's poll finds the job), has every listening process poll at once
+-- (hwtimer.durable.ngx's listener). A job this process handles runs here
+-- without it. A refusal (an ACL without the channel, a client without
+-- publish) turns it off for this engine; a lost message costs only the
+-- wait for the poll, which stays the fallback.
+local function wake(self, kind, within)
+  if not self.wake or within > self.wake_within or self.handled[kind] then return end
+  local ok, _, from_server = calls.publish(self, self.wake, kind)
+  if not ok and from_server then self.wake = nil end
+end
+
+-- The kind to wake for among jobs to add (put's tables: [7] the seconds
+-- until due), "" for several: one PUBLISH for a call however many it holds.
+local function wake_jobs(self, jobs)
+  local kind
+  for i = 1, #jobs do
+    local j = jobs[i]
+    if j[7] and j[7] <= self.wake_within and not self.handled[j[2]] then
+      if kind and kind ~= j[2] then return wake(self, "", 0) end
+      kind = j[2]
+    end
+  end
+  if kind then wake(self, kind, 0) end
+end
+
+--- channel = eng:wake_channel(): where the wake-ups of this queue's jobs
+-- are published; nil when turned off.
+function Engine:wake_channel() return self.wake end
 
 ---------------------------------------------------------------------------
 -- Jobs
@@ -180,19 +220,26 @@ end
 -- `fresh`: the front made the id, so no job has it (nothing to replace).
 -- A schedule (`sched`) goes through `put`, which may keep the one stored.
 function Engine:put(id, kind, payload, when, relative, every, fresh, sched)
+  local within = relative and when or when - self:now()
   if fresh and not sched and not self.batch then
     local w, e = ceil(when * 1e6), every and ceil(every * 1e6) or 0
-    if self.client and not self.pooled then return self:add_one(id, kind, payload, w, relative, e) end
-    return self:add({ id, kind, payload, w, relative, e })
+    if self.client and not self.pooled then
+      local key, due = self:add_one(id, kind, payload, w, relative, e)
+      if key and self.wake then wake(self, kind, within) end
+      return key, due
+    end
+    return self:add({ id, kind, payload, w, relative, e, within })
   end
   local job = job_put(id, kind, payload, when_us(when), relative, every and us(every) or "0", fresh, sched_put(sched))
   if self.batch then
     self.batch[#self.batch + 1] = job
+    if within <= self.wake_within and not self.handled[kind] then self.batch_wake = kind end
     return true
   end
   local res, err = self:run("put", job)
   if not res then return nil, err end
   local due = tonumber(res[2])
+  if self.wake then wake(self, kind, within) end
   return due, due / 1e6
 end
 
@@ -262,9 +309,14 @@ end
 -- is no schedule's: the jobs are stored, and the next script moves them.
 function Engine:add_many(jobs)
   local len, at = self:push_stamped(self.intake, stamped, jobs)
-  if len == false then return add_script(self, jobs) end
+  if len == false then
+    local res, err = add_script(self, jobs)
+    if res and self.wake then wake_jobs(self, jobs) end
+    return res, err
+  end
   if not len then return nil, at end
   if len * #jobs >= INTAKE_MAX then drain(self) end
+  if self.wake then wake_jobs(self, jobs) end
   return { at, len }
 end
 
@@ -299,7 +351,9 @@ end
 -- the path.
 function Engine:schedule(id, kind, payload, delay)
   if self.batch or self.pooled or not self.client then return self:put(id, kind, payload, delay, true, nil, true) end
-  return self:add_one(id, kind, payload, ceil(delay * 1e6), true, 0)
+  local key, due = self:add_one(id, kind, payload, ceil(delay * 1e6), true, 0)
+  if key and self.wake and delay <= self.wake_within then wake(self, kind, delay) end
+  return key, due
 end
 
 -- A job with a fresh id, to the intake: its due time is the server's now
@@ -395,16 +449,17 @@ end
 -- q:batch: the jobs go in one `put` call at the commit, atomic (all or
 -- none); a cancel inside the batch is sent at once.
 function Engine:begin(hi)
-  self.batch, self.batch_hi = {}, hi
+  self.batch, self.batch_hi, self.batch_wake = {}, hi, nil
   return true
 end
 
 function Engine:commit()
-  local parts, hi = self.batch, self.batch_hi
-  self.batch = nil
+  local parts, hi, kind = self.batch, self.batch_hi, self.batch_wake
+  self.batch, self.batch_wake = nil, nil
   if #parts == 0 then return {} end
   local res, err = self:run("put", concat(parts))
   if not res then return nil, err end
+  if kind then wake(self, kind, 0) end
   local reload = {}
   for i = 2, #res do
     local ready = tonumber(res[i])
@@ -413,7 +468,7 @@ function Engine:commit()
   return reload
 end
 
-function Engine:rollback() self.batch = nil end
+function Engine:rollback() self.batch, self.batch_wake = nil, nil end
 
 ---------------------------------------------------------------------------
 -- Operating a store (the scripts: hwtimer.durable.redis_ops)
@@ -452,9 +507,17 @@ local function made_due(res, err)
   return ready, ready / 1e6
 end
 
-function Engine:retry(id) return made_due(self:run("retry", id)) end
+-- (the reply does not say the job's kind: the wake-up names none, and
+-- every listener polls)
+local function made_due_woken(self, res, err)
+  local key, due, ready = made_due(res, err)
+  if key and self.wake then wake(self, "", 0) end
+  return key, due, ready
+end
 
-function Engine:run_now(id) return made_due(self:run("run_now", id)) end
+function Engine:retry(id) return made_due_woken(self, self:run("retry", id)) end
+
+function Engine:run_now(id) return made_due_woken(self, self:run("run_now", id)) end
 
 -- a before b in (due, id) order, the ids byte by byte (Lua's < on strings
 -- follows the locale)

@@ -84,6 +84,17 @@ function M.command(self, method, ...)
   return call(self, c, method, ...)
 end
 
+--- n = publish(channel, message): PUBLISH on the client; nil, message,
+-- server as a call's, and nil, why, true where the client has no publish
+-- method (a refusal: the caller stops asking).
+function M.publish(self, channel, msg)
+  local c, err = client(self)
+  if not c then return nil, err, false end
+  local ok, yes = pcall(function() return type(c.publish) == "function" end)
+  if not (ok and yes) then return nil, "the client has no publish method", true end
+  return call(self, c, "publish", channel, msg)
+end
+
 --- len, at = push_stamped(key, entry_of, jobs): RPUSH to `key` of one
 -- entry, entry_of(at, jobs), `at` the time stamp gives, once the connection
 -- it goes on is known (a new one may reach another server): the list's

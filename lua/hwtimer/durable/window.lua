@@ -184,7 +184,7 @@ end
 -- Every `poll` seconds: what did other processes write (the engine knows
 -- how to tell)? Every `sweep` seconds: is anything due that no timeout of
 -- ours holds?
-local function poll(self)
+local function poll_once(self)
   if self._closed or window.down(self) then return end
   local marks, n = self._engine:changes(self._loaded_until)
   if not marks and n then
@@ -198,6 +198,36 @@ local function poll(self)
     self._next_sweep = now + self._sweep
     self._pass(self)
   end
+end
+
+-- One poll at a time: in nginx a wake-up's and the period's may meet,
+-- each yielding on its cosocket; one asked for meanwhile runs after.
+local function poll(self)
+  if self._polling then
+    self._poll_again = true
+    return
+  end
+  self._polling = true
+  repeat
+    self._poll_again = false
+    local ok, err = pcall(poll_once, self)
+    if not ok then
+      self._polling = false
+      error(err, 0)
+    end
+  until not self._poll_again
+  self._polling = false
+end
+
+--- Another process says a job is due now (hwtimer.durable.ngx's listener
+-- heard its wake-up): poll at once, in a timeout of the timer (where the
+-- queue's calls run), one however many say so before it runs.
+function window.wake(self)
+  if self._closed or self._waking then return end
+  self._waking = later(self, 0, function(t)
+    self._waking = nil
+    if not cancelled(t) then poll(self) end
+  end)
 end
 
 --- Open the window: load what is due within it, start the refill and the
@@ -220,7 +250,7 @@ end
 function window.close(self)
   for _, t in pairs(self._loaded) do t:cancel() end
   self._loaded = {}
-  for _, t in ipairs({ self._refill or false, self._poll or false, self._soon or false }) do
+  for _, t in ipairs({ self._refill or false, self._poll or false, self._soon or false, self._waking or false }) do
     if t then pcall(t.cancel, t) end
   end
 end

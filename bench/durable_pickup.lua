@@ -1,0 +1,156 @@
+-- bench/durable_pickup.lua: how soon a durable job due now starts in
+-- another process that handles its kind (issue 43, item 4), on Redis.
+--   luajit bench/durable_pickup.lua [jobs]   (make bench: 300)
+-- This process (redis-lua) schedules `jobs` jobs due now, one at a time,
+-- 23 ms apart (so they land at every point of the poll's period), and times
+-- each from just before q:schedule to its handler's first line, both read
+-- on the machine's monotonic clock (hwtimer.core.now; the handler writes
+-- its reading to a Redis list). Handled in turn by:
+--   nginx (2 workers, lua-resty-redis, hwtimer.durable.ngx), wake-ups on;
+--   the same nginx with wake = false (the 50 ms poll alone);
+--   a plain Lua process (redis-lua, timer:run), which has no listener.
+-- Needs HWT_NGX_PATH / HWT_NGX_CPATH pointing at lua/ and build/jit/ for
+-- the nginx rows.
+package.path = "./?.lua;./lua/?.lua;" .. package.path
+local N = require("spec.nginx")
+local socket = require("socket")
+local hwtimer = require("hwtimer")
+local durable = require("hwtimer.durable")
+local core = require("hwtimer.core")
+
+local JOBS = tonumber(arg[1]) or 300
+local redis = N.redis_lua()
+if not (redis and os.execute("command -v redis-server >/dev/null 2>&1")) then
+  print("bench/durable_pickup.lua: skipped, needs redis-server and redis-lua")
+  os.exit(0)
+end
+local with_nginx = N.cpath and N.lpath and N.exists(N.nginx) and N.exists(N.lua_module)
+
+local CONF = [[
+@HEAD@
+events { worker_connections 1024; }
+http {
+  access_log off;
+  lua_package_path "@LPATH@;/usr/share/lua/5.1/?.lua;;";
+  lua_package_cpath "@CPATH@;;";
+  init_worker_by_lua_block {
+    local core = require("hwtimer.core")
+    local timer = assert(require("hwtimer.ngx").new())
+    local function connect()
+      local r = require("nginx.redis"):new()
+      r:set_timeout(5000)
+      local ok, err = r:connect("127.0.0.1", @REDIS@)
+      if not ok then return nil, err end
+      return r
+    end
+    require("hwtimer.durable.ngx").open("q", timer, { redis = connect, prefix = "pick", wake = @WAKE@ },
+      function(q)
+        q:handle("pick", function(job)
+          local at = core.now()
+          local r = assert(connect())
+          assert(r:rpush("ledger", string.format("%s %.6f", job.id, at)))
+          r:set_keepalive(10000, 16)
+        end)
+      end)
+  }
+  server {
+    listen 127.0.0.1:@PORT@;
+    location = /ready { content_by_lua_block {
+      ngx.say(require("hwtimer.durable.ngx").get("q", 5) and "open" or "not open")
+    } }
+  }
+}
+]]
+
+-- The plain Lua consumer: the same handler, in a process of its own.
+local PLAIN = [[
+package.path = "./lua/?.lua;" .. package.path .. ";/usr/share/lua/5.3/?.lua" -- (redis-lua on 5.4)
+local redis = require("redis")
+local hwtimer, durable, core = require("hwtimer"), require("hwtimer.durable"), require("hwtimer.core")
+local port = tonumber(arg[1])
+local timer = hwtimer.new()
+local q = assert(durable.open(timer, { redis = function() return redis.connect("127.0.0.1", port) end,
+  prefix = "pick" }))
+local ledger = redis.connect("127.0.0.1", port)
+q:handle("pick", function(job) ledger:rpush("ledger", string.format("%s %.6f", job.id, core.now())) end)
+ledger:set("plain_ready", "1")
+while ledger:get("plain_stop") ~= "1" do timer:run(0.2) end
+q:close()
+timer:close()
+]]
+
+local function pct(sorted, p) return sorted[math.max(1, math.ceil(#sorted * p))] end
+
+-- The lateness (seconds, sorted) of JOBS jobs scheduled here, due now.
+local function measure(port)
+  local c = redis.connect("127.0.0.1", port)
+  local timer = hwtimer.new()
+  local q = assert(durable.open(timer, { redis = function() return redis.connect("127.0.0.1", port) end,
+    prefix = "pick" }))
+  local t0, late = {}, {}
+  for i = 1, JOBS do
+    local at = core.now()
+    t0[assert(q:schedule("pick", 0))] = at
+    socket.sleep(0.023)
+    if i % 50 == 0 then timer:run(0) end -- (the queue's own timeouts)
+  end
+  local limit = socket.gettime() + 5
+  local lines
+  repeat
+    lines = c:lrange("ledger", 0, -1)
+    if #lines < JOBS then socket.sleep(0.05) end
+  until #lines >= JOBS or socket.gettime() > limit
+  for _, line in ipairs(lines) do
+    local id, at = line:match("^(%S+) (%S+)")
+    if t0[id] then late[#late + 1] = tonumber(at) - t0[id] end
+  end
+  c:del("ledger")
+  q:close()
+  timer:close()
+  table.sort(late)
+  return late
+end
+
+local function row(label, late)
+  print(string.format("durable (Redis) due-now pickup, %s: %d of %d jobs, p50 %.2f ms, p99 %.2f ms, max %.2f ms",
+    label, #late, JOBS, pct(late, 0.5) * 1e3, pct(late, 0.99) * 1e3, late[#late] * 1e3))
+end
+
+print(string.format("== hwtimer.durable (Redis): a job due now, from q:schedule in this process to its " ..
+  "handler in another (%d jobs 23 ms apart, poll 0.05 s)", JOBS))
+local server = N.start_redis()
+local ok, err = pcall(function()
+  if with_nginx then
+    for _, wake in ipairs({ "true", "false" }) do
+      local port = N.free_port()
+      local nginx = N.start(N.config(CONF, { PORT = port, REDIS = server.port, WAKE = wake })
+        :gsub("worker_processes 1;", "worker_processes 2;", 1))
+      local fine, e = pcall(function()
+        for _ = 1, 2 do assert(select(2, N.get(port, "/ready", 10)) == "open\n", "the queue did not open") end
+        socket.sleep(0.2)
+        row(wake == "true" and "nginx, 2 workers, wake-ups" or "nginx, 2 workers, wake = false (poll)",
+          measure(server.port))
+      end)
+      nginx.stop()
+      if not fine then error(e, 0) end
+    end
+  else
+    print("durable (Redis) due-now pickup in nginx: skipped, needs nginx, libnginx-mod-http-lua and HWT_NGX_*")
+  end
+  local path = os.tmpname()
+  local f = assert(io.open(path, "w"))
+  f:write(PLAIN)
+  f:close()
+  local c = redis.connect("127.0.0.1", server.port)
+  local lua = arg[-1] or "luajit"
+  local child = io.popen(string.format("%s %s %d 2>&1", lua, path, server.port))
+  local limit = socket.gettime() + 10
+  while c:get("plain_ready") ~= "1" and socket.gettime() < limit do socket.sleep(0.05) end
+  row("a plain Lua process (no listener: the poll)", measure(server.port))
+  c:set("plain_stop", "1")
+  io.write(child:read("*a"))
+  child:close()
+  os.remove(path)
+end)
+server.stop()
+if not ok then error(err, 0) end

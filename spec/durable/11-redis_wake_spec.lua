@@ -1,0 +1,250 @@
+-- A job another process makes due now starts at once in nginx, not at the
+-- next poll (issue 43): the scheduling process PUBLISHes the kind on
+-- BASE:wake, each worker listens there (hwtimer.durable.ngx_wake) and polls.
+-- The workers poll every 5 s here, so a start within a second can only come
+-- from the wake-up. A real nginx with two workers and lua-resty-redis, a
+-- real redis-server; the scheduling process is this one (redis-lua). Runs in
+-- the LuaJIT spec run.
+local N = require("spec.nginx")
+local socket = require("socket")
+
+local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
+local POLL = 5
+
+local CONF = [[
+@HEAD@
+events { worker_connections 1024; }
+http {
+  access_log off;
+  lua_package_path "@LPATH@;/usr/share/lua/5.1/?.lua;;";
+  lua_package_cpath "@CPATH@;;";
+  init_worker_by_lua_block {
+    local core = require("hwtimer.core")
+    local timer = assert(require("hwtimer.ngx").new({ tick = 0.001 }))
+    local function connect()
+      local r = require("nginx.redis"):new()
+      r:set_timeout(5000)
+      local ok, err = r:connect("127.0.0.1", @REDIS@)
+      if not ok then return nil, err end
+      return r
+    end
+    -- each start to the ledger: "id monotonic-seconds pid"
+    local function ledger(job)
+      local r = assert(connect())
+      assert(r:rpush("ledger", string.format("%s %.6f %d", job.id, core.now(), ngx.worker.pid())))
+      r:set_keepalive(10000, 16)
+    end
+    require("hwtimer.durable.ngx").open("q", timer, { redis = connect, prefix = "wake", poll = @POLL@,
+      sweep = @POLL@, attempts = 1,
+      on_error = function(err) ngx.log(ngx.INFO, "durable: ", tostring(err)) end }, function(q)
+      q:handle("count", ledger)
+      q:handle("fail", function(job) ledger(job) error("fails on purpose") end)
+    end)
+  }
+  server {
+    listen 127.0.0.1:@PORT@;
+    location = /ping { return 200 "up"; }
+    location = /ready { content_by_lua_block {
+      ngx.say(require("hwtimer.durable.ngx").get("q", 5) and "open" or "not open")
+    } }
+  }
+}
+]]
+
+describe("OpenResty: jobs another process makes due now", function()
+  if N.skip_unless_ready(pending) then return end
+  local redis = N.redis_lua()
+  if not redis or not os.execute("command -v redis-server >/dev/null 2>&1") then
+    it("needs redis-server and redis-lua", function() pending("apt-get install redis-server lua-redis") end)
+    return
+  end
+  local hwtimer = require("hwtimer")
+  local durable = require("hwtimer.durable")
+  local core = require("hwtimer.core")
+  local server, nginx, port, timer, q, admin
+
+  local function listeners()
+    return tonumber(N.redis_cmd(server.port, "PUBSUB", "NUMSUB", durable.engine(q):wake_channel())[2])
+  end
+
+  local function wait_for(cond, secs)
+    local limit = socket.gettime() + secs * SLOW
+    while socket.gettime() < limit do
+      if cond() then return true end
+      socket.sleep(0.01)
+    end
+    return cond()
+  end
+
+  local function wait_listening(n)
+    assert.is_true(wait_for(function() return listeners() == n end, 10),
+      "listeners: " .. tostring(listeners()) .. ", expected " .. n)
+  end
+
+  -- the ledger's starts of `id`: { monotonic seconds, ... }
+  local function starts(id)
+    local list = {}
+    for _, line in ipairs(N.redis_cmd(server.port, "LRANGE", "ledger", 0, -1)) do
+      local lid, at = line:match("^(%S+) (%S+)")
+      if lid == id then list[#list + 1] = tonumber(at) end
+    end
+    return list
+  end
+
+  -- seconds from t0 to the first start of `id`, waiting up to 3 s for it
+  local function started_after(id, t0)
+    assert.is_true(wait_for(function() return #starts(id) > 0 end, 3), "job " .. id .. " did not start in 3 s")
+    return starts(id)[1] - t0
+  end
+
+  local function publishes()
+    local stats = N.redis_cmd(server.port, "INFO", "commandstats")
+    return tonumber(stats:match("cmdstat_publish:calls=(%d+)") or 0),
+      tonumber(stats:match("cmdstat_publish:[^\r\n]*rejected_calls=(%d+)") or 0)
+  end
+
+  setup(function()
+    server = N.start_redis()
+    admin = redis.connect("127.0.0.1", server.port)
+    port = N.free_port()
+    nginx = N.start(N.config(CONF, { PORT = port, REDIS = server.port, POLL = POLL })
+      :gsub("worker_processes 1;", "worker_processes 2;", 1))
+    assert.is_true(N.wait_listening(port, "/ping"))
+    for _ = 1, 2 do assert.equal("open\n", select(2, N.get(port, "/ready", 10))) end
+    timer = hwtimer.new()
+    q = assert(durable.open(timer, { redis = function() return redis.connect("127.0.0.1", server.port) end,
+      prefix = "wake", poll = POLL }))
+  end)
+
+  teardown(function()
+    if q then q:close() end
+    if timer then timer:close() end
+    if nginx then nginx.stop() end
+    if server then server.stop() end
+  end)
+
+  it("starts each job q:schedule makes due now within a second, though the workers poll every 5 s", function()
+    wait_listening(2)
+    local lates = {}
+    for i = 1, 20 do
+      local t0 = core.now()
+      local id = assert(q:schedule("count", 0))
+      lates[i] = started_after(id, t0)
+      socket.sleep(0.01 * (i % 5)) -- (at points of the workers' poll period)
+    end
+    table.sort(lates)
+    print(string.format("\n    20 jobs due now: started after p50 %.2f ms, max %.2f ms (poll %d s)",
+      lates[10] * 1e3, lates[20] * 1e3, POLL))
+    assert.is_true(lates[20] < 1, "a job started " .. lates[20] .. " s after its schedule")
+  end)
+
+  it("starts a job q:run_now makes due and a dead job q:retry makes pending within a second", function()
+    local id = assert(q:schedule("count", 3600))
+    socket.sleep(0.05)
+    local t0 = core.now()
+    assert(q:run_now(id))
+    assert.is_true(started_after(id, t0) < 1)
+
+    local dead = assert(q:schedule("fail", 0)) -- (the workers give each job 1 attempt)
+    started_after(dead, core.now() - 1)
+    assert.is_true(wait_for(function() local j = q:get(dead) return j and j.dead == true end, 3))
+    t0 = core.now()
+    assert(q:retry(dead))
+    assert.is_true(wait_for(function() return #starts(dead) == 2 end, 3), "the retried job did not start in 3 s")
+    assert.is_true(starts(dead)[2] - t0 < 1)
+  end)
+
+  it("publishes nothing for a job due later than the poll, nor for one of a kind this process handles", function()
+    local calls = publishes()
+    assert(q:schedule("count", 600))
+    q:handle("mine", function() end)
+    assert(q:schedule("mine", 0))
+    timer:run(0.05)
+    assert.equal(calls, (publishes()))
+    assert(q:schedule("count", 0))
+    assert.equal(calls + 1, (publishes()))
+  end)
+
+  it("listens again after its connection is killed, and after nginx -s reload", function()
+    wait_listening(2)
+    N.redis_cmd(server.port, "CLIENT", "KILL", "TYPE", "pubsub")
+    wait_listening(2)
+    for _ = 1, 5 do
+      local t0 = core.now()
+      assert.is_true(started_after(assert(q:schedule("count", 0)), t0) < 1)
+    end
+    local old = nginx.worker_pids()
+    assert.is_true(nginx.signal("reload"))
+    assert.is_nil(N.wait_gone(old, 10 * SLOW), "the old workers did not exit")
+    assert.is_true(N.wait_listening(port, "/ping"))
+    for _ = 1, 2 do assert.equal("open\n", select(2, N.get(port, "/ready", 10))) end
+    wait_listening(2)
+    for _ = 1, 5 do
+      local t0 = core.now()
+      assert.is_true(started_after(assert(q:schedule("count", 0)), t0) < 1)
+    end
+  end)
+
+  it("schedules as before where an ACL refuses the channel, stops publishing after the refusal, and the poll runs the job", function()
+    N.redis_cmd(server.port, "ACL", "SETUSER", "nochan", "on", ">pw", "~*", "+@all", "resetchannels")
+    local t = hwtimer.new()
+    local limited = assert(durable.open(t, { prefix = "wake", poll = POLL, redis = function()
+      local c = redis.connect("127.0.0.1", server.port)
+      c:auth("nochan", "pw")
+      return c
+    end }))
+    local _, rejected = publishes()
+    local id = assert(limited:schedule("count", 0))
+    assert.is_nil(durable.engine(limited):wake_channel())
+    local again = assert(limited:schedule("count", 0))
+    assert.equal(rejected + 1, select(2, publishes()))
+    -- nothing accepted is lost: the workers' poll finds both
+    assert.is_true(wait_for(function() return #starts(id) == 1 and #starts(again) == 1 end, POLL + 3),
+      "the jobs whose wake-up was refused did not run by the poll")
+    limited:close()
+    t:close()
+  end)
+end)
+
+describe("q:wake() in a plain Lua process", function()
+  local helpers = require("spec.helpers")
+  local N, redis = helpers.redis_kit()
+  if helpers.without_redis(it, pending) then return end
+  local hwtimer = require("hwtimer")
+  local durable = require("hwtimer.durable")
+  local server
+  setup(function() server = N.start_redis() end)
+  teardown(function() server.stop() end)
+
+  it("polls at once: a job another queue object stored due now runs, though the poll is 5 s", function()
+    local timer = hwtimer.new()
+    local function connect() return redis.connect("127.0.0.1", server.port) end
+    local q = assert(durable.open(timer, { redis = connect, prefix = "plain", poll = 5, sweep = 5 }))
+    local other = assert(durable.open(timer, { redis = connect, prefix = "plain", poll = 5, wake = false }))
+    local ran = {}
+    q:handle("count", function(job) ran[#ran + 1] = job.id end)
+    timer:run(0.05) -- (the open's first looks are done)
+    for i = 1, 3 do
+      local id = assert(other:schedule("count", 0))
+      timer:run(0.1)
+      assert.equal(i - 1, #ran) -- not found before the wake-up: the poll is 5 s away
+      q:wake()
+      q:wake() -- (one poll however many say so)
+      timer:run(0.1)
+      assert.same(id, ran[i])
+    end
+    q:close()
+    other:close()
+    q:wake() -- (nothing on a closed queue)
+    timer:close()
+  end)
+
+  it("refuses a wake option that is not a boolean", function()
+    local timer = hwtimer.new()
+    local ok, err = pcall(durable.open, timer, { redis = function() return redis.connect("127.0.0.1", server.port) end,
+      prefix = "plain", wake = 1 })
+    assert.is_false(ok)
+    assert.matches("bad argument #2 to 'open' (option 'wake': boolean expected)", err, 1, true)
+    timer:close()
+  end)
+end)
