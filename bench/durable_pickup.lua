@@ -8,7 +8,8 @@
 -- its reading to a Redis list). Handled in turn by:
 --   nginx (2 workers, lua-resty-redis, hwtimer.durable.ngx), wake-ups on;
 --   the same nginx with wake = false (the 50 ms poll alone);
---   a plain Lua process (redis-lua, timer:run), which has no listener.
+--   a plain Lua process (redis-lua) in timer:run, which has no listener;
+--   a plain Lua process in a luv loop with hwtimer.durable.redis_wake.
 -- Needs HWT_NGX_PATH / HWT_NGX_CPATH pointing at lua/ and build/jit/ for
 -- the nginx rows.
 package.path = "./?.lua;./lua/?.lua;" .. package.path
@@ -74,7 +75,20 @@ local q = assert(durable.open(timer, { redis = function() return redis.connect("
 local ledger = redis.connect("127.0.0.1", port)
 q:handle("pick", function(job) ledger:rpush("ledger", string.format("%s %.6f", job.id, core.now())) end)
 ledger:set("plain_ready", "1")
-while ledger:get("plain_stop") ~= "1" do timer:run(0.2) end
+if arg[2] == "luv" then -- a luv loop, and the listener (hwtimer.durable.redis_wake)
+  local uv = require("luv")
+  local poll = require("hwtimer.luv").attach(timer)
+  local l = require("hwtimer.durable.redis_wake").luv(assert(require("hwtimer.durable.redis_wake").listen(q)), uv)
+  local check = uv.new_timer()
+  check:start(200, 200, function() if ledger:get("plain_stop") == "1" then uv.stop() end end)
+  uv.run()
+  l:close()
+  check:close()
+  require("hwtimer.luv").detach(poll)
+  uv.run("nowait") -- (the handles' close callbacks: luv crashes at exit without them)
+else
+  while ledger:get("plain_stop") ~= "1" do timer:run(0.2) end
+end
 q:close()
 timer:close()
 ]]
@@ -143,13 +157,18 @@ local ok, err = pcall(function()
   f:close()
   local c = redis.connect("127.0.0.1", server.port)
   local lua = arg[-1] or "luajit"
-  local child = io.popen(string.format("%s %s %d 2>&1", lua, path, server.port))
-  local limit = socket.gettime() + 10
-  while c:get("plain_ready") ~= "1" and socket.gettime() < limit do socket.sleep(0.05) end
-  row("a plain Lua process (no listener: the poll)", measure(server.port))
-  c:set("plain_stop", "1")
-  io.write(child:read("*a"))
-  child:close()
+  for _, host in ipairs({ "run", "luv" }) do
+    c:del("plain_ready", "plain_stop")
+    local child = io.popen(string.format("%s %s %d %s 2>&1", lua, path, server.port, host))
+    local limit = socket.gettime() + 10
+    while c:get("plain_ready") ~= "1" and socket.gettime() < limit do socket.sleep(0.05) end
+    socket.sleep(0.2)
+    row(host == "luv" and "a plain Lua process, luv loop, hwtimer.durable.redis_wake" or
+      "a plain Lua process, timer:run (no listener: the poll)", measure(server.port))
+    c:set("plain_stop", "1")
+    io.write(child:read("*a"))
+    child:close()
+  end
   os.remove(path)
 end)
 server.stop()

@@ -42,6 +42,7 @@ build = {
     ["hwtimer.durable.ids"] = "lua/hwtimer/durable/ids.lua",
     ["hwtimer.durable.ngx"] = "lua/hwtimer/durable/ngx.lua",
     ["hwtimer.durable.ngx_wake"] = "lua/hwtimer/durable/ngx_wake.lua",
+    ["hwtimer.durable.redis_wake"] = "lua/hwtimer/durable/redis_wake.lua",
     ["hwtimer.durable.runs"] = "lua/hwtimer/durable/runs.lua",
     ["hwtimer.durable.schedule"] = "lua/hwtimer/durable/schedule.lua",
     ["hwtimer.durable.window"] = "lua/hwtimer/durable/window.lua",

@@ -111,6 +111,8 @@ describe("API reference (README.md and docs/*.md)", function()
       { "lua/hwtimer/durable.lua", "^function M%.([%w_]+)", "durable.%s(" },
       { "lua/hwtimer/durable.lua", "^function Queue:(%a[%w_]*)", "q:%s(" }, -- not __tostring
       { "lua/hwtimer/durable/ngx.lua", "^function M%.([%w_]+)", 'require("hwtimer.durable.ngx").%s(' },
+      { "lua/hwtimer/durable/redis_wake.lua", "^function M%.([%w_]+)", 'require("hwtimer.durable.redis_wake").%s(' },
+      { "lua/hwtimer/durable/redis_wake.lua", "^function Listener:(step)", "l:%s(" },
       { "lua/hwtimer/metrics.lua", "^function M%.([%w_]+)", "metrics.%s(" },
       { "lua/hwtimer/metrics_ngx.lua", "^function M%.([%w_]+)", 'require("hwtimer.metrics_ngx").%s(' },
       { "lua/hwtimer/cron.lua", "^function M%.([%w_]+)", "cron.%s(" },

@@ -61,7 +61,7 @@ describe("OpenResty: jobs another process makes due now", function()
   local hwtimer = require("hwtimer")
   local durable = require("hwtimer.durable")
   local core = require("hwtimer.core")
-  local server, nginx, port, timer, q, admin
+  local server, nginx, port, timer, q
 
   local function listeners()
     return tonumber(N.redis_cmd(server.port, "PUBSUB", "NUMSUB", durable.engine(q):wake_channel())[2])
@@ -105,7 +105,6 @@ describe("OpenResty: jobs another process makes due now", function()
 
   setup(function()
     server = N.start_redis()
-    admin = redis.connect("127.0.0.1", server.port)
     port = N.free_port()
     nginx = N.start(N.config(CONF, { PORT = port, REDIS = server.port, POLL = POLL })
       :gsub("worker_processes 1;", "worker_processes 2;", 1))
@@ -185,7 +184,8 @@ describe("OpenResty: jobs another process makes due now", function()
     end
   end)
 
-  it("schedules as before where an ACL refuses the channel, stops publishing after the refusal, and the poll runs the job", function()
+  it("schedules as before where an ACL refuses the channel, stops publishing after the refusal, " ..
+     "and the poll runs the job", function()
     N.redis_cmd(server.port, "ACL", "SETUSER", "nochan", "on", ">pw", "~*", "+@all", "resetchannels")
     local t = hwtimer.new()
     local limited = assert(durable.open(t, { prefix = "wake", poll = POLL, redis = function()
@@ -208,7 +208,7 @@ end)
 
 describe("q:wake() in a plain Lua process", function()
   local helpers = require("spec.helpers")
-  local N, redis = helpers.redis_kit()
+  local _, redis = helpers.redis_kit()
   if helpers.without_redis(it, pending) then return end
   local hwtimer = require("hwtimer")
   local durable = require("hwtimer.durable")
@@ -246,5 +246,113 @@ describe("q:wake() in a plain Lua process", function()
     assert.is_false(ok)
     assert.matches("bad argument #2 to 'open' (option 'wake': boolean expected)", err, 1, true)
     timer:close()
+  end)
+end)
+
+describe("hwtimer.durable.redis_wake: a plain Lua process listens for wake-ups", function()
+  local helpers = require("spec.helpers")
+  local _, redis = helpers.redis_kit()
+  if helpers.without_redis(it, pending) then return end
+  local hwtimer = require("hwtimer")
+  local durable = require("hwtimer.durable")
+  local wake = require("hwtimer.durable.redis_wake")
+  local core = require("hwtimer.core")
+  local server, timer, q, other, ran
+  setup(function() server = N.start_redis() end)
+  teardown(function() server.stop() end)
+  before_each(function()
+    timer = hwtimer.new()
+    local function connect() return redis.connect("127.0.0.1", server.port) end
+    q = assert(durable.open(timer, { redis = connect, prefix = "lw", poll = 5, sweep = 5 }))
+    other = assert(durable.open(timer, { redis = connect, prefix = "lw", poll = 5 }))
+    ran = {}
+    q:handle("count", function(job) ran[job.id] = core.now() end)
+  end)
+  after_each(function()
+    q:close()
+    other:close()
+    timer:close()
+  end)
+
+  -- `n` jobs `other` schedules due now, each awaited through `turn` (one
+  -- turn of the host's loop) for up to 2 s: the seconds each took to start
+  local function starts(n, turn)
+    local lates = {}
+    for i = 1, n do
+      local t0 = core.now()
+      local id = assert(other:schedule("count", 0))
+      local limit = t0 + 2
+      while not ran[id] and core.now() < limit do turn() end
+      assert.truthy(ran[id], "job " .. i .. " did not start in 2 s (the poll is 5 s)")
+      lates[i] = ran[id] - t0
+    end
+    return lates
+  end
+
+  it("in a luv loop: jobs another queue object makes due now start at once, and again after the connection " ..
+     "is killed", function()
+    local uv = require("luv")
+    local poll = require("hwtimer.luv").attach(timer)
+    local l = wake.luv(assert(wake.listen(q)), uv)
+    local turn = function() uv.run("once") end
+    local idle = uv.new_timer() -- (so that uv.run("once") never waits long with nothing ready)
+    idle:start(10, 10, function() end)
+    for _ = 1, 20 do turn() end
+    for _, late in ipairs(starts(10, turn)) do assert.is_true(late < 0.5, "started after " .. late .. " s") end
+    N.redis_cmd(server.port, "CLIENT", "KILL", "TYPE", "pubsub")
+    local t0 = core.now()
+    while core.now() < t0 + 0.3 do turn() end
+    assert.truthy(l:getfd(), "no connection after the kill")
+    for _, late in ipairs(starts(5, turn)) do assert.is_true(late < 0.5, "started after " .. late .. " s") end
+    l:close()
+    idle:stop()
+    idle:close()
+    require("hwtimer.luv").detach(poll)
+    uv.run("nowait")
+  end)
+
+  it("in cqueues: the listener is pollable, and a refused SUBSCRIBE ends it with why", function()
+    local cqueues = require("cqueues")
+    local cq = cqueues.new()
+    local attached = require("hwtimer.cqueues").attach(timer, cq)
+    local l = assert(wake.listen(q))
+    cq:wrap(function() while l:step() do cqueues.poll(l) end end)
+    local turn = function() assert(cq:step(0.01)) end
+    for _ = 1, 5 do turn() end
+    for _, late in ipairs(starts(10, turn)) do assert.is_true(late < 0.5, "started after " .. late .. " s") end
+    l:close()
+    for _ = 1, 3 do turn() end
+    -- an ACL user without channels
+    N.redis_cmd(server.port, "ACL", "SETUSER", "lwno", "on", ">pw", "~*", "+@all", "resetchannels")
+    local t2 = hwtimer.new()
+    local limited = assert(durable.open(t2, { prefix = "lw", poll = 5, redis = function()
+      local c = redis.connect("127.0.0.1", server.port)
+      c:auth("lwno", "pw")
+      return c
+    end }))
+    local l2 = assert(wake.listen(limited))
+    local limit = core.now() + 2
+    while l2:step() and core.now() < limit do cqueues.poll(l2, 0.05) end
+    assert.matches("NOPERM", l2.why)
+    assert.is_nil(l2:getfd())
+    limited:close()
+    t2:close()
+    attached.detach()
+  end)
+
+  it("says why there is nothing to listen to", function()
+    local t3 = hwtimer.new()
+    local off = assert(durable.open(t3, { prefix = "lw", wake = false,
+      redis = function() return redis.connect("127.0.0.1", server.port) end }))
+    local l, err = wake.listen(off)
+    assert.is_nil(l)
+    assert.matches("no wake%-ups for this queue", err)
+    local obj = assert(durable.open(t3, { prefix = "lw", redis = redis.connect("127.0.0.1", server.port) }))
+    l, err = wake.listen(obj)
+    assert.is_nil(l)
+    assert.matches("opts.redis to be a function", err, 1, true)
+    off:close()
+    obj:close()
+    t3:close()
   end)
 end)

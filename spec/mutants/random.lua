@@ -92,6 +92,7 @@ local COVER = {
   ["lua/hwtimer/durable/ngx.lua"] = { lua = "jit", "spec/durable/06-nginx_batch_spec.lua", "spec/durable/04-nginx_spec.lua" },
   ["lua/hwtimer/durable/redis_batch.lua"] = { lua = "jit", "spec/durable/06-nginx_batch_spec.lua" },
   ["lua/hwtimer/durable/ngx_wake.lua"] = { lua = "jit", "spec/durable/11-redis_wake_spec.lua" },
+  ["lua/hwtimer/durable/redis_wake.lua"] = { "spec/durable/11-redis_wake_spec.lua" },
 }
 local function cover(file)
   local c = COVER[file]
