@@ -340,6 +340,29 @@ describe("hwtimer.durable.redis_wake: a plain Lua process listens for wake-ups",
     attached.detach()
   end)
 
+  it("stores each job with its wake-up in one round trip, the job as a plain schedule stores it", function()
+    local stats = function()
+      local st = N.redis_cmd(server.port, "INFO", "commandstats")
+      return tonumber(st:match("cmdstat_publish:calls=(%d+)") or 0), tonumber(st:match("cmdstat_rpush:calls=(%d+)") or 0)
+    end
+    local ids, payloads = {}, {}
+    q:handle("count", function(job) payloads[job.id] = job.payload end)
+    assert(other:schedule("count", 3600)) -- (a reply just now: the schedules below are stamped here)
+    local pub0, push0 = stats()
+    for i = 1, 50 do ids[i] = assert(other:schedule("count", 0, "p" .. i)) end
+    local pub1, push1 = stats()
+    assert.equal(50, pub1 - pub0)
+    assert.equal(50, push1 - push0)
+    local limit = core.now() + 5
+    while core.now() < limit do
+      timer:run(0.05)
+      local n = 0
+      for _ in pairs(payloads) do n = n + 1 end
+      if n == 50 then break end
+    end
+    for i = 1, 50 do assert.equal("p" .. i, payloads[ids[i]], "job " .. i) end
+  end)
+
   it("says why there is nothing to listen to", function()
     local t3 = hwtimer.new()
     local off = assert(durable.open(t3, { prefix = "lw", wake = false,

@@ -223,11 +223,7 @@ function Engine:put(id, kind, payload, when, relative, every, fresh, sched)
   local within = relative and when or when - self:now()
   if fresh and not sched and not self.batch then
     local w, e = ceil(when * 1e6), every and ceil(every * 1e6) or 0
-    if self.client and not self.pooled then
-      local key, due = self:add_one(id, kind, payload, w, relative, e)
-      if key and self.wake then wake(self, kind, within) end
-      return key, due
-    end
+    if self.client and not self.pooled then return self:add_one(id, kind, payload, w, relative, e) end
     return self:add({ id, kind, payload, w, relative, e, within })
   end
   local job = job_put(id, kind, payload, when_us(when), relative, every and us(every) or "0", fresh, sched_put(sched))
@@ -336,11 +332,22 @@ end
 function Engine:add_one(id, kind, payload, w, relative, every)
   local at = calls.stamp(self) -- (looked up each time: spec 07 refuses some stamps)
   if not at then
-    local job = { id, kind, payload, w, relative, every }
-    return added(job, add_script(self, { job }))
+    local job = { id, kind, payload, w, relative, every, (relative and w or w - self:now() * 1e6) / 1e6 }
+    local res, err = add_script(self, { job })
+    if res and self.wake then wake_jobs(self, { job }) end
+    return added(job, res, err)
   end
   local due = relative and at + w or w
-  local len, err = call(self, self.client, "rpush", self.intake, entry_job(id, kind, due, every, payload, MARK))
+  local packed = entry_job(id, kind, due, every, payload, MARK)
+  local len, err
+  if self.wake and (relative and w or w - at) <= self.wake_within * 1e6 and not self.handled[kind] then
+    local res -- (the wake-up in the same round trip: the push_wake script)
+    res, err = self:run("push_wake", packed, self.wake, kind)
+    len = res and tonumber(res[2])
+    if res and res[3] ~= 0 then self.wake = nil end -- (refused: an ACL without the channel)
+  else
+    len, err = call(self, self.client, "rpush", self.intake, packed)
+  end
   if not len then return nil, err end
   if len >= INTAKE_MAX then drain(self) end
   return due, due / 1e6
@@ -351,9 +358,7 @@ end
 -- the path.
 function Engine:schedule(id, kind, payload, delay)
   if self.batch or self.pooled or not self.client then return self:put(id, kind, payload, delay, true, nil, true) end
-  local key, due = self:add_one(id, kind, payload, ceil(delay * 1e6), true, 0)
-  if key and self.wake and delay <= self.wake_within then wake(self, kind, delay) end
-  return key, due
+  return self:add_one(id, kind, payload, ceil(delay * 1e6), true, 0)
 end
 
 -- A job with a fresh id, to the intake: its due time is the server's now

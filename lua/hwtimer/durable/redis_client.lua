@@ -138,10 +138,10 @@ local function load_script(self, name)
 end
 
 -- EVALSHA (or EVAL) of script `name`: its keys (the queue's four; `add`,
--- the intake alone: one key less to send is measurably less work a
+-- and `push_wake`, the intake alone: one key less to send is measurably less work a
 -- schedule, for the client and for Redis) and `...` as ARGV.
 local function eval(self, how, script, name, ...)
-  if name == "add" then return self:command(how, script, 1, self.intake, ...) end
+  if name == "add" or name == "push_wake" then return self:command(how, script, 1, self.intake, ...) end
   local k = self.keys
   return self:command(how, script, 4, k[1], k[2], k[3], k[4], ...)
 end

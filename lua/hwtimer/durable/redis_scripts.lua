@@ -604,6 +604,22 @@ local n = redis.call('RPUSH', KEYS[1],
 return { t[1] * 1000000 + t[2], n }
 ]]
 
+-- Push and wake: one schedule of a plain client, its entry stamped by the
+-- client as for a plain RPUSH (push_stamped), then PUBLISH ARGV[3] on
+-- ARGV[2] (hwtimer.durable.redis's wake-up of the processes that run the
+-- job's kind), in one round trip instead of two. The PUBLISH goes through
+-- redis.pcall: its refusal (an ACL without the channel) neither fails nor
+-- undoes the schedule, and comes back as the third field. KEYS[1] is the
+-- intake (its only key, as add's). Returns { now, the intake's length in
+-- entries, 0 or the refusal }.
+S.push_wake = [[
+local t = redis.call('TIME')
+local n = redis.call('RPUSH', KEYS[1], ARGV[1])
+local p = redis.pcall('PUBLISH', ARGV[2], ARGV[3])
+if type(p) == 'table' and p.err then p = p.err else p = 0 end
+return { t[1] * 1000000 + t[2], n, p }
+]]
+
 -- Drain: the intake into the buckets and slots. Returns { now }.
 S.drain = freeing([[
 drain()
