@@ -96,7 +96,7 @@ all: $(MODULE) sqlite
 # hwtimer.sqlite (under hwtimer.durable) is a module of its own, linked with
 # -lsqlite3; without SQLite's header the timer still builds, and this says why
 # the durable module is missing.
-SQLITE_SRC    := csrc/durable/lsqlite.c csrc/durable/checkpoint.c
+SQLITE_SRC    := csrc/durable/lsqlite.c csrc/durable/checkpoint.c csrc/durable/lwatch.c
 SQLITE_MODULE := $(BUILD)/hwtimer/sqlite.so
 SQLITE_H      ?= $(firstword $(wildcard /usr/include/sqlite3.h /usr/local/include/sqlite3.h))
 
@@ -107,7 +107,7 @@ else
 	@echo "hwtimer.sqlite not built: install libsqlite3-dev (hwtimer.durable needs it; the timer does not)"
 endif
 
-$(SQLITE_MODULE): $(SQLITE_SRC) csrc/durable/checkpoint.h csrc/compat.h
+$(SQLITE_MODULE): $(SQLITE_SRC) csrc/durable/checkpoint.h csrc/durable/lwatch.h csrc/compat.h
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -fPIC -shared -I$(LUA_INCDIR) -o $@ $(SQLITE_SRC) -lsqlite3 -lpthread
 
@@ -311,7 +311,7 @@ build/asan/hwtimer/core.so build/tsan/hwtimer/core.so: $(SRC) $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(SAN_FLAGS) $(SAN_FOR) -fPIC -shared -I$(LUA_INCDIR) -o $@ $(SRC) $(LDLIBS)
 
-build/asan/hwtimer/sqlite.so build/tsan/hwtimer/sqlite.so: $(SQLITE_SRC) csrc/durable/checkpoint.h csrc/compat.h
+build/asan/hwtimer/sqlite.so build/tsan/hwtimer/sqlite.so: $(SQLITE_SRC) csrc/durable/checkpoint.h csrc/durable/lwatch.h csrc/compat.h
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(SAN_FLAGS) $(SAN_FOR) -fPIC -shared -I$(LUA_INCDIR) -o $@ $(SQLITE_SRC) -lsqlite3 -lpthread
 

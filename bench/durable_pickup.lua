@@ -9,7 +9,8 @@
 --   nginx (2 workers, lua-resty-redis, hwtimer.durable.ngx), wake-ups on;
 --   the same nginx with wake = false (the 50 ms poll alone);
 --   a plain Lua process (redis-lua) in timer:run, which has no listener;
---   a plain Lua process in a luv loop with hwtimer.durable.redis_wake.
+--   a plain Lua process in a luv loop with hwtimer.durable.redis_wake;
+-- and on SQLite, one file, the last two again (hwtimer.durable.sqlite_wake).
 -- Needs HWT_NGX_PATH / HWT_NGX_CPATH pointing at lua/ and build/jit/ for
 -- the nginx rows.
 package.path = "./?.lua;./lua/?.lua;" .. package.path
@@ -68,17 +69,18 @@ local PLAIN = [[
 package.path = "./lua/?.lua;" .. package.path .. ";/usr/share/lua/5.3/?.lua" -- (redis-lua on 5.4)
 local redis = require("redis")
 local hwtimer, durable, core = require("hwtimer"), require("hwtimer.durable"), require("hwtimer.core")
-local port = tonumber(arg[1])
+local port, path = tonumber(arg[1]), arg[3] -- (the ledger is in Redis; the jobs in `path` when given)
 local timer = hwtimer.new()
-local q = assert(durable.open(timer, { redis = function() return redis.connect("127.0.0.1", port) end,
-  prefix = "pick" }))
+local q = assert(durable.open(timer, path and { path = path } or
+  { redis = function() return redis.connect("127.0.0.1", port) end, prefix = "pick" }))
+local wake = require(path and "hwtimer.durable.sqlite_wake" or "hwtimer.durable.redis_wake")
 local ledger = redis.connect("127.0.0.1", port)
 q:handle("pick", function(job) ledger:rpush("ledger", string.format("%s %.6f", job.id, core.now())) end)
 ledger:set("plain_ready", "1")
-if arg[2] == "luv" then -- a luv loop, and the listener (hwtimer.durable.redis_wake)
+if arg[2] == "luv" then -- a luv loop, and the listener
   local uv = require("luv")
   local poll = require("hwtimer.luv").attach(timer)
-  local l = require("hwtimer.durable.redis_wake").luv(assert(require("hwtimer.durable.redis_wake").listen(q)), uv)
+  local l = wake.luv(assert(wake.listen(q)), uv)
   local check = uv.new_timer()
   check:start(200, 200, function() if ledger:get("plain_stop") == "1" then uv.stop() end end)
   uv.run()
@@ -96,11 +98,11 @@ timer:close()
 local function pct(sorted, p) return sorted[math.max(1, math.ceil(#sorted * p))] end
 
 -- The lateness (seconds, sorted) of JOBS jobs scheduled here, due now.
-local function measure(port)
+local function measure(port, path)
   local c = redis.connect("127.0.0.1", port)
   local timer = hwtimer.new()
-  local q = assert(durable.open(timer, { redis = function() return redis.connect("127.0.0.1", port) end,
-    prefix = "pick" }))
+  local q = assert(durable.open(timer, path and { path = path } or
+    { redis = function() return redis.connect("127.0.0.1", port) end, prefix = "pick" }))
   local t0, late = {}, {}
   for i = 1, JOBS do
     local at = core.now()
@@ -125,9 +127,9 @@ local function measure(port)
   return late
 end
 
-local function row(label, late)
-  print(string.format("durable (Redis) due-now pickup, %s: %d of %d jobs, p50 %.2f ms, p99 %.2f ms, max %.2f ms",
-    label, #late, JOBS, pct(late, 0.5) * 1e3, pct(late, 0.99) * 1e3, late[#late] * 1e3))
+local function row(label, late, engine)
+  print(string.format("durable (%s) due-now pickup, %s: %d of %d jobs, p50 %.2f ms, p99 %.2f ms, max %.2f ms",
+    engine or "Redis", label, #late, JOBS, pct(late, 0.5) * 1e3, pct(late, 0.99) * 1e3, late[#late] * 1e3))
 end
 
 -- What the wake-up costs the scheduling process: q:schedule of due-now
@@ -184,18 +186,30 @@ local ok, err = pcall(function()
   f:close()
   local c = redis.connect("127.0.0.1", server.port)
   local lua = arg[-1] or "luajit"
-  for _, host in ipairs({ "run", "luv" }) do
+  local db = os.tmpname() .. ".db"
+  local runs = { { "run" }, { "luv" } }
+  if pcall(require, "hwtimer.sqlite") then
+    runs[3], runs[4] = { "run", db }, { "luv", db }
+  else
+    print("durable (SQLite) due-now pickup: skipped, hwtimer.sqlite not built")
+  end
+  for _, r in ipairs(runs) do
+    local host, file = r[1], r[2]
     c:del("plain_ready", "plain_stop")
-    local child = io.popen(string.format("%s %s %d %s 2>&1", lua, path, server.port, host))
+    local child = io.popen(string.format("%s %s %d %s %s 2>&1", lua, path, server.port, host, file or ""))
     local limit = socket.gettime() + 10
     while c:get("plain_ready") ~= "1" and socket.gettime() < limit do socket.sleep(0.05) end
     socket.sleep(0.2)
-    row(host == "luv" and "a plain Lua process, luv loop, hwtimer.durable.redis_wake" or
-      "a plain Lua process, timer:run (no listener: the poll)", measure(server.port))
+    local wake = file and "hwtimer.durable.sqlite_wake" or "hwtimer.durable.redis_wake"
+    row(host == "luv" and "a plain Lua process, luv loop, " .. wake or
+      "a plain Lua process, timer:run (no listener: the poll)", measure(server.port, file), file and "SQLite")
     c:set("plain_stop", "1")
     io.write(child:read("*a"))
     child:close()
   end
+  os.remove(db)
+  os.remove(db .. "-wal")
+  os.remove(db .. "-shm")
   os.remove(path)
 end)
 server.stop()

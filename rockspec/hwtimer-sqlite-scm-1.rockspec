@@ -31,7 +31,7 @@ build = {
   type = "builtin",
   modules = {
     ["hwtimer.sqlite"] = {
-      sources = { "durable/lsqlite.c", "durable/checkpoint.c" },
+      sources = { "durable/lsqlite.c", "durable/checkpoint.c", "durable/lwatch.c" },
       defines = { "_POSIX_C_SOURCE=200809L", "_DEFAULT_SOURCE" },
       libraries = { "sqlite3", "pthread" },
       incdirs = { ".", "$(SQLITE_INCDIR)" },

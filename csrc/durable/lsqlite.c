@@ -18,6 +18,7 @@
 
 #include "../compat.h"
 #include "checkpoint.h"
+#include "lwatch.h"
 
 #define DB_NAME "hwtimer.sqlite.db"
 #define STMT_NAME "hwtimer.sqlite.stmt"
@@ -517,8 +518,18 @@ static int l_now(lua_State *L)
 	return 1;
 }
 
+/* db:filename(): the main database's file, as SQLite resolved it (a
+ * file: URI's path), for hwtimer.sqlite.watch. */
+static int db_filename(lua_State *L)
+{
+	const char *f = sqlite3_db_filename(check_db(L, 1)->db, "main");
+	lua_pushstring(L, f ? f : "");
+	return 1;
+}
+
 static const luaL_Reg db_methods[] = {
 	{ "exec", db_exec },
+	{ "filename", db_filename },
 	{ "prepare", db_prepare },
 	{ "busy_timeout", db_busy_timeout },
 	{ "changes", db_changes },
@@ -581,6 +592,7 @@ int luaopen_hwtimer_sqlite(lua_State *L)
 	new_type(L, DB_NAME, db_methods, db_metamethods);
 	new_type(L, STMT_NAME, stmt_methods, stmt_metamethods);
 	luaL_newlib(L, module_functions);
+	hwt_watch_register(L);
 	lua_pushstring(L, sqlite3_libversion());
 	lua_setfield(L, -2, "sqlite_version");
 	return 1;

@@ -113,6 +113,7 @@ describe("API reference (README.md and docs/*.md)", function()
       { "lua/hwtimer/durable/ngx.lua", "^function M%.([%w_]+)", 'require("hwtimer.durable.ngx").%s(' },
       { "lua/hwtimer/durable/redis_wake.lua", "^function M%.([%w_]+)", 'require("hwtimer.durable.redis_wake").%s(' },
       { "lua/hwtimer/durable/redis_wake.lua", "^function Listener:(step)", "l:%s(" },
+      { "lua/hwtimer/durable/sqlite_wake.lua", "^function M%.([%w_]+)", 'require("hwtimer.durable.sqlite_wake").%s(' },
       { "lua/hwtimer/metrics.lua", "^function M%.([%w_]+)", "metrics.%s(" },
       { "lua/hwtimer/metrics_ngx.lua", "^function M%.([%w_]+)", 'require("hwtimer.metrics_ngx").%s(' },
       { "lua/hwtimer/cron.lua", "^function M%.([%w_]+)", "cron.%s(" },

@@ -93,6 +93,9 @@ local COVER = {
   ["lua/hwtimer/durable/redis_batch.lua"] = { lua = "jit", "spec/durable/06-nginx_batch_spec.lua" },
   ["lua/hwtimer/durable/ngx_wake.lua"] = { lua = "jit", "spec/durable/11-redis_wake_spec.lua" },
   ["lua/hwtimer/durable/redis_wake.lua"] = { "spec/durable/11-redis_wake_spec.lua" },
+  ["lua/hwtimer/durable/sqlite_wake.lua"] = { "spec/durable/12-sqlite_wake_spec.lua" },
+  ["lua/hwtimer/durable/wake_luv.lua"] = { "spec/durable/12-sqlite_wake_spec.lua", "spec/durable/11-redis_wake_spec.lua" },
+  ["csrc/durable/lwatch.c"] = { "spec/durable/12-sqlite_wake_spec.lua" },
 }
 local function cover(file)
   local c = COVER[file]

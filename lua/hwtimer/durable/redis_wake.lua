@@ -160,25 +160,6 @@ end
 
 --- M.luv(l, [uv]): a uv poll handle on l's descriptor runs l:step(), made
 -- again for each new connection; it goes with l:close().
-function M.luv(l, uv)
-  uv = uv or require("luv")
-  local handle
-  local function drop()
-    if handle then
-      handle:stop()
-      if not handle:is_closing() then handle:close() end
-      handle = nil
-    end
-  end
-  local function watch(fd)
-    drop()
-    if not fd then return end
-    handle = assert(uv.new_poll(fd))
-    handle:start("r", function() l:step() end)
-  end
-  l.on_fd = watch
-  watch(l:getfd())
-  return l
-end
+M.luv = require("hwtimer.durable.wake_luv")
 
 return M
