@@ -294,6 +294,15 @@ function M.open(timer, opts)
   return self
 end
 
+--- up = durable.store_up(q): false while the queue's own calls hold the
+-- store to be down (they try it once a backoff step); a listener of
+-- wake-ups reconnects only once they have reached it, so an outage costs
+-- no connection attempts beyond theirs.
+function M.store_up(q)
+  if getmetatable(q) ~= Queue then argerror(1, "store_up", "hwtimer.durable expected, got " .. type_name(q)) end
+  return q._retry_step == nil
+end
+
 --- engine = durable.engine(q): the queue's engine (hwtimer.durable.engine),
 -- for tests and tools that look at the store itself.
 function M.engine(q)

@@ -10,13 +10,14 @@
 -- seconds stays what finds a job whatever happened to its wake-up.
 local text = require("hwtimer.text")
 local log_safe = text.log_safe
+local store_up = require("hwtimer.durable").store_up
 
 local M = {}
 
 -- How long a read waits before it looks at the worker's exit: a reload
 -- waits at most this for the listener to end.
 local READ_MS = 500
-local RETRY_FIRST, RETRY_MAX = 0.05, 5
+local RETRY_FIRST, RETRY_MAX = 0.05, 1
 
 local function close(red) pcall(red.close, red) end
 
@@ -54,18 +55,29 @@ local function session(q, engine, connect, channel)
   return true
 end
 
-local function listen(premature, q, engine, connect, channel, step)
+-- A try of a new connection, or while the queue's own calls hold the store
+-- to be down, a look again after the step (their tries are the outage's
+-- only connection attempts; the listener's come once they succeed).
+-- `warned`: this outage was logged (one warning an outage, not one a step).
+local function listen(premature, q, engine, connect, channel, step, warned)
   if premature or engine.closed then return end
-  local done, err, final, subscribed = session(q, engine, connect, channel)
-  if done then return end
-  if final then
-    ngx.log(ngx.WARN, "hwtimer.durable: no wake-ups for ", log_safe(channel), " (", log_safe(err),
-            "): jobs other processes make due now wait for the poll")
-    return
+  local done, err, final, subscribed
+  if store_up(q) then
+    done, err, final, subscribed = session(q, engine, connect, channel)
+    if done then return end
+    if final then
+      ngx.log(ngx.WARN, "hwtimer.durable: no wake-ups for ", log_safe(channel), " (", log_safe(err),
+              "): jobs other processes make due now wait for the poll")
+      return
+    end
+    if subscribed then step, warned = nil, nil end
   end
-  step = step and not subscribed and math.min(RETRY_MAX, step * 2) or RETRY_FIRST
-  ngx.log(ngx.WARN, "hwtimer.durable: ", log_safe(err), "; listening again in ", step, " s")
-  local ok, terr = ngx.timer.at(step, listen, q, engine, connect, channel, step)
+  step = step and math.min(RETRY_MAX, step * 2) or RETRY_FIRST
+  if err and not warned then
+    warned = true
+    ngx.log(ngx.WARN, "hwtimer.durable: ", log_safe(err), "; listening again once the store answers")
+  end
+  local ok, terr = ngx.timer.at(step, listen, q, engine, connect, channel, step, warned)
   if not ok then ngx.log(ngx.ERR, "hwtimer.durable: cannot listen for wake-ups again: ", tostring(terr)) end
 end
 

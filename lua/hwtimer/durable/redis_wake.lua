@@ -12,13 +12,17 @@
 -- luasocket socket), sent SUBSCRIBE and then read without blocking: l:step()
 -- reads what has come and calls q:wake() for a kind the queue handles. A
 -- broken connection is made again at once, then after a backoff (0.05 s
--- doubling up to 5 s) on the queue's timer; each new one polls the queue,
--- since pub/sub keeps nothing sent while none listened.
+-- doubling up to 1 s) on the queue's timer, and only while the queue's own
+-- calls reach the store (durable.store_up: an outage costs no attempts
+-- beyond theirs); each new one polls the queue, since pub/sub keeps
+-- nothing sent while none listened.
+local store_up = require("hwtimer.durable").store_up
+
 local M = {}
 local Listener = {}
 Listener.__index = Listener
 
-local RETRY_FIRST, RETRY_MAX = 0.05, 5
+local RETRY_FIRST, RETRY_MAX = 0.05, 1
 
 local function bulk(s) return "$" .. #s .. "\r\n" .. s .. "\r\n" end
 
@@ -51,14 +55,14 @@ local function lost(self, why)
   if self.sock then pcall(self.sock.close, self.sock) end
   self.sock, self.why = nil, why
   if self.on_fd then self.on_fd(nil) end
-  if not self.closed and not connect(self) then retry(self) end
+  if not self.closed and not (store_up(self.q) and connect(self)) then retry(self) end
 end
 
 retry = function(self)
   self.step_s = self.step_s and math.min(RETRY_MAX, self.step_s * 2) or RETRY_FIRST
   self.retry_at = self.timer:schedule(self.step_s, function()
     self.retry_at = nil
-    if not self.closed and not connect(self) then retry(self) end
+    if not self.closed and not (store_up(self.q) and connect(self)) then retry(self) end
   end)
 end
 
