@@ -184,6 +184,11 @@ describe("OpenResty: jobs another process makes due now", function()
     end
   end)
 
+  it("leaves every worker alive: none exited on a signal, no alert in error.log", function()
+    assert.not_matches("exited on signal", nginx.log(), 1, true)
+    assert.not_matches("%[alert%]", nginx.log())
+  end)
+
   it("schedules as before where an ACL refuses the channel, stops publishing after the refusal, " ..
      "and the poll runs the job", function()
     N.redis_cmd(server.port, "ACL", "SETUSER", "nochan", "on", ">pw", "~*", "+@all", "resetchannels")

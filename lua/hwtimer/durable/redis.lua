@@ -220,7 +220,7 @@ end
 -- `fresh`: the front made the id, so no job has it (nothing to replace).
 -- A schedule (`sched`) goes through `put`, which may keep the one stored.
 function Engine:put(id, kind, payload, when, relative, every, fresh, sched)
-  local within = relative and when or when - self:now()
+  local within = self.wake and (relative and when or when - self:now()) or math.huge -- (no clock read when off)
   if fresh and not sched and not self.batch then
     local w, e = ceil(when * 1e6), every and ceil(every * 1e6) or 0
     if self.client and not self.pooled then return self:add_one(id, kind, payload, w, relative, e) end
