@@ -155,8 +155,14 @@ function Engine:close() self.closed = true end
 -- without it. A refusal (an ACL without the channel, a client without
 -- publish) turns it off for this engine; a lost message costs only the
 -- wait for the poll, which stays the fallback.
+-- Whether a job of `kind` due in `within` seconds calls for one: every
+-- path that stores a job asks here (one rule for them all).
+local function wakes(self, kind, within)
+  return self.wake and within <= self.wake_within and not self.handled[kind]
+end
+
 local function wake(self, kind, within)
-  if not self.wake or within > self.wake_within or self.handled[kind] then return end
+  if not wakes(self, kind, within) then return end
   local ok, _, from_server = calls.publish(self, self.wake, kind)
   if not ok and from_server then self.wake = nil end
 end
@@ -167,7 +173,7 @@ local function wake_jobs(self, jobs)
   local kind
   for i = 1, #jobs do
     local j = jobs[i]
-    if j[7] and j[7] <= self.wake_within and not self.handled[j[2]] then
+    if j[7] and wakes(self, j[2], j[7]) then
       if kind and kind ~= j[2] then return wake(self, "", 0) end
       kind = j[2]
     end
@@ -229,7 +235,7 @@ function Engine:put(id, kind, payload, when, relative, every, fresh, sched)
   local job = job_put(id, kind, payload, when_us(when), relative, every and us(every) or "0", fresh, sched_put(sched))
   if self.batch then
     self.batch[#self.batch + 1] = job
-    if within <= self.wake_within and not self.handled[kind] then self.batch_wake = kind end
+    if wakes(self, kind, within) then self.batch_wake = kind end
     return true
   end
   local res, err = self:run("put", job)
@@ -340,7 +346,7 @@ function Engine:add_one(id, kind, payload, w, relative, every)
   local due = relative and at + w or w
   local packed = entry_job(id, kind, due, every, payload, MARK)
   local len, err
-  if self.wake and (relative and w or w - at) <= self.wake_within * 1e6 and not self.handled[kind] then
+  if wakes(self, kind, (relative and w or w - at) / 1e6) then
     local res -- (the wake-up in the same round trip: the push_wake script)
     res, err = self:run("push_wake", packed, self.wake, kind)
     len = res and tonumber(res[2])
