@@ -45,6 +45,8 @@ BUILD    := build/$(LUA_VERSION)
 MODULE   := $(BUILD)/hwtimer/core.so
 TESTUTIL := $(BUILD)/test/hwtimer_testutil.so
 CBUILD   := build/c
+# An LD_PRELOAD shim that refuses a thread (spec/core/24): the C library's, any Lua.
+FAILTHREAD := $(CBUILD)/failthread.so
 # Plain-Lua modules of Debian's that it installs for some Lua versions only,
 # copied here for the others (on the specs' path): copas and coxpcall (lua-copas
 # installs for 5.1 and 5.2; its code runs on 5.3 and 5.4 as it is).
@@ -119,6 +121,10 @@ $(TESTUTIL): csrc/test/testutil.c csrc/compat.h
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -fPIC -shared -I$(LUA_INCDIR) -o $@ $<
 
+$(FAILTHREAD): csrc/test/failthread.c
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) -fPIC -shared -o $@ $< -ldl
+
 $(CBUILD)/test_wheel: csrc/test/test_wheel.c $(CORE_SRC) $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -o $@ csrc/test/test_wheel.c csrc/wheel.c $(LDLIBS)
@@ -177,14 +183,14 @@ test-c: $(CBUILD)/test_wheel $(CBUILD)/test_worker
 	$(CBUILD)/test_worker
 
 # SPECS: some spec files only (default: all); BUSTED_FLAGS: e.g. --no-keep-going.
-test-spec: $(MODULE) $(TESTUTIL) sqlite compat
+test-spec: $(MODULE) $(TESTUTIL) $(FAILTHREAD) sqlite compat
 	@echo "== specs on $$($(LUA) -v 2>&1 | head -1)"
 	$(RUN_ENV) spec/run.sh busted --lua=$(LUA) $(BUSTED_FLAGS) -- $(SPECS)
 
 # The released rocks, installed from dist/ by luarocks from another directory into
 # build/<version>/rock, and the specs run against that tree alone. First, that
 # luarocks refuses hwtimer-sqlite, naming SQLite, where sqlite3.h is not found.
-test-rock: $(TESTUTIL) dist compat
+test-rock: $(TESTUTIL) $(FAILTHREAD) dist compat
 	rm -rf $(ROCKTREE)
 	@mkdir -p $(BUILD) && echo 'lua_interpreter = "luajit"' >$(BUILD)/luarocks-jit.lua
 	cd / && $(ROCK_LUAROCKS) --lua-version=$(LUA_ABI) --tree=$(CURDIR)/$(ROCKTREE) install \
@@ -319,7 +325,7 @@ build/asan/hwtimer/sqlite.so build/tsan/hwtimer/sqlite.so: $(SQLITE_SRC) csrc/du
 # HWT_SLOW=3: ASan slows the process ~2-3x, and the specs that wait on the
 # clock stretch their times by it (as under valgrind's 20): spec 06's 2,000
 # connects outlasted its 0.3 s under ASan in a CI run of 2026-11-27.
-check-asan: build/asan/hwtimer/core.so build/asan/hwtimer/sqlite.so $(TESTUTIL) compat
+check-asan: build/asan/hwtimer/core.so build/asan/hwtimer/sqlite.so $(TESTUTIL) $(FAILTHREAD) compat
 	ASAN_OPTIONS=detect_leaks=0 HWT_STRESS_N=1000000 HWT_SLOW=3 $(SAN_RUN) LUA_CPATH='build/asan/?.so;$(BUILD)/test/?.so;;' \
 	  spec/run.sh -t 600 env LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	  $(LUA) /usr/bin/busted
@@ -327,7 +333,7 @@ check-asan: build/asan/hwtimer/core.so build/asan/hwtimer/sqlite.so $(TESTUTIL) 
 # A TSan build under schedule/cancel storms while the worker expires at a 1 ms
 # tick, and the SQLite store's checkpoint thread under back-to-back commits
 # (specs that start other processes are left to the other runs).
-check-tsan: build/tsan/hwtimer/core.so build/tsan/hwtimer/sqlite.so $(TESTUTIL) compat
+check-tsan: build/tsan/hwtimer/core.so build/tsan/hwtimer/sqlite.so $(TESTUTIL) $(FAILTHREAD) compat
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66" HWT_STRESS_N=300000 HWT_TEST_LIMIT=590 $(SAN_RUN) \
 	  LUA_CPATH='build/tsan/?.so;$(BUILD)/test/?.so;;' \
 	  spec/run.sh -t 600 env LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" $(LUA) /usr/bin/busted -- \
@@ -339,7 +345,7 @@ check-tsan: build/tsan/hwtimer/core.so build/tsan/hwtimer/sqlite.so $(TESTUTIL) 
 
 # The whole suite under valgrind memcheck with a collector that never rests:
 # no error, no definitely lost block.
-check-valgrind: $(MODULE) $(TESTUTIL) compat
+check-valgrind: $(MODULE) $(TESTUTIL) $(FAILTHREAD) compat
 	HWT_SLOW=20 $(RUN_ENV) spec/run.sh -t 1200 valgrind -q --fair-sched=yes --error-exitcode=9 --leak-check=full \
 	  --errors-for-leak-kinds=definite $(LUA) /usr/bin/busted --helper=spec/helpers_gc_aggressive.lua
 

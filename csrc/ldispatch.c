@@ -272,10 +272,8 @@ static int timer_dispatch(lua_State *L)
 /* Wait on the pipe for up to `ns` nanoseconds (< 0: no limit). */
 static void wait_readable(struct timer *T, int64_t ns)
 {
-	struct pollfd p;
-	p.fd = T->w.fds[0];
-	p.events = POLLIN;
-	p.revents = 0;
+	/* (one initializer: no field is left to the stack's garbage) */
+	struct pollfd p = { .fd = T->w.fds[0], .events = POLLIN, .revents = 0 };
 	if (ns > INT64_C(86400000000000))
 		ns = INT64_C(86400000000000);
 #if defined(__linux__) /* ppoll: glibc and musl with _GNU_SOURCE; the BSDs hide it under _POSIX_C_SOURCE */

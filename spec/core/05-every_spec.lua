@@ -150,6 +150,28 @@ describe("timer:every{ first = }", function()
     end
   end)
 
+  it("at a fixed rate, a run that overran skips the periods it missed, counts them, and keeps the grid", function()
+    local I = 0.1 * (tonumber(os.getenv("HWT_SLOW")) or 1) -- (half of it the margin either way)
+    local due = {}
+    local t
+    t = timer:every({ interval = I, rate = true, first = 0.01 }, function(h)
+      due[#due + 1] = h:deadline()
+      -- (busy until the middle of the third period: the nominal starts at
+      -- +1 and +2 intervals are missed, the one at +3 is the next)
+      if #due == 1 then
+        local until_ = due[1] + 2.5 * I
+        while hwtimer.now() < until_ do end
+      else
+        t:cancel()
+      end
+    end)
+    local skipped = timer:stats().skipped
+    timer:run(5)
+    assert.equal(2, #due)
+    assert.near(3 * I, due[2] - due[1], 0.0011)
+    assert.equal(skipped + 2, timer:stats().skipped)
+  end)
+
   it("without first the first run is one interval away", function()
     local t = timer:every({ interval = 10 }, function() end)
     assert.is_true(t:remaining() > 9)

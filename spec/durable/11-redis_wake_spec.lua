@@ -244,6 +244,21 @@ describe("q:wake() in a plain Lua process", function()
     timer:close()
   end)
 
+  it("publishes a wake-up for a job q:run_now makes due, however short the poll", function()
+    local timer = hwtimer.new()
+    local q = assert(durable.open(timer, { redis = function() return redis.connect("127.0.0.1", server.port) end,
+      prefix = "short", poll = 0.2 }))
+    local function publishes()
+      return tonumber(N.redis_cmd(server.port, "INFO", "commandstats"):match("cmdstat_publish:calls=(%d+)") or 0)
+    end
+    local id = assert(q:schedule("elsewhere", 3600))
+    local before = publishes()
+    assert(q:run_now(id))
+    assert.equal(before + 1, publishes())
+    q:close()
+    timer:close()
+  end)
+
   it("refuses a wake option that is not a boolean", function()
     local timer = hwtimer.new()
     local ok, err = pcall(durable.open, timer, { redis = function() return redis.connect("127.0.0.1", server.port) end,

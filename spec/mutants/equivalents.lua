@@ -97,4 +97,9 @@ return {
     from = "  if not (msg:find(\"unable to open database file\", 1, true) or msg:find(\"readonly\", 1, true)) then",
     to = "  if not (msg:find(\"unable to open database file\", 1, true) or msg:find(\"readonly\", 1, false)) then",
     reason = "\"readonly\" holds no pattern character: found as a pattern or as plain text, the same" },
+  { file = "lua/hwtimer/cron.lua",
+    from = '  error({ string.format("cron: %s field: " .. fmt, f.name, ...) }, 0)',
+    to = '  error({ string.format("cron: %s field: " .. fmt, f.name, ...) }, 1)',
+    reason = "the error value is a table: error's level only prefixes a position to a string message, so any level "
+      .. "raises the same table (the parser's pcall unwraps it)" },
 }
