@@ -236,3 +236,27 @@ describe("hwtimer.ngx: code ported from ngx.timer", function()
     assert.is_nil(log:find("will never run", 1, true), log)
   end)
 end)
+
+-- The look itself is plain Lua (debug.getlocal): on any Lua that names a
+-- function's parameters, no nginx needed.
+describe("hwtimer.ngx_port's look at a callback's first parameter", function()
+  local port = require("hwtimer.ngx_port")
+  if not pcall(debug.getlocal, print, 1) then
+    it("looks at nothing on Lua 5.1", function() assert.is_false(port.looker()(function(premature) end)) end) -- luacheck: ignore 212
+    return
+  end
+
+  it("is made once for each distinct callback: one given 5,000 times leaves the others looked at", function()
+    local looks = port.looker()
+    local function check(t, target) return t, target end
+    for _ = 1, 5000 do assert.is_false(looks(check)) end
+    assert.is_true(looks(function(premature) return premature end))
+  end)
+
+  it("stops after 4,096 distinct callbacks (made afresh for each schedule: no look's cost after that)", function()
+    local looks = port.looker()
+    for _ = 1, 4096 do assert.is_false(looks(function(t) return t end)) end
+    assert.is_false(looks(function(premature) return premature end))
+    assert.is_false(looks("not a function"))
+  end)
+end)

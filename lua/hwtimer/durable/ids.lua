@@ -29,7 +29,9 @@ local function random_tag()
   end
   local seed = tonumber(tostring({}):match("0x(%x+)") or "0", 16) or 0
   math.randomseed((os.time() + seed + floor(os.clock() * 1e6)) % 2147483647)
-  return math.random(0, 0x7fffffff) * 2 + math.random(0, 1)
+  -- (16 bits a draw: Lua 5.1's math.random(m, n) overflows an int past
+  -- 2^31 - 1 and gave negative tags, 16 digits long)
+  return math.random(0, 0xffff) * 65536 + math.random(0, 0xffff)
 end
 
 -- The count's last two digits, made once each (an id is a string built on
