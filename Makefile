@@ -3,6 +3,7 @@
 #   make test         every test: the C core, the specs on Lua 5.1-5.4 and LuaJIT,
 #                     and the specs against the released rocks installed offline
 #   make test-spec    the specs on one Lua (LUA_VERSION=...)
+#   make lint         luacheck over the Lua (.luacheckrc); make test runs it first
 #   make demo         the live demo
 #   make bench        every workload against every peer (bench-quick: under a minute;
 #                     bench-instructions: W1 in instructions, whatever the machine;
@@ -88,8 +89,10 @@ ALL_LUA_PACKAGES := lua5.1 liblua5.1-0-dev lua5.2 liblua5.2-dev lua5.3 liblua5.3
                     lua5.4 liblua5.4-dev luajit2 libluajit2-5.1-dev
 BENCH_PACKAGES := lua-luv gnuplot-nox default-jdk-headless libnetty-java nodejs npm valgrind
 NGX_PACKAGES   := nginx libnginx-mod-http-lua luajit2 libluajit2-5.1-dev lua-socket
+# lua-check: luacheck (make lint, which make test runs first).
+LINT_PACKAGES  := lua-check
 
-.PHONY: sqlite all test test-all test-c test-spec test-rock demo bench bench-quick install clean \
+.PHONY: sqlite all test test-all test-c test-spec test-rock lint demo bench bench-quick install clean \
         deps deps-test deps-bench check check-model check-fuzz check-failalloc check-asan \
         check-tsan check-valgrind check-mutants check-mutants-random check-mutants-sample dist
 
@@ -162,7 +165,7 @@ deps:
 	fi
 
 deps-test:
-	@$(MAKE) --no-print-directory deps PACKAGES="$(BASE_PACKAGES) $(ALL_LUA_PACKAGES)"
+	@$(MAKE) --no-print-directory deps PACKAGES="$(BASE_PACKAGES) $(ALL_LUA_PACKAGES) $(LINT_PACKAGES)"
 
 deps-bench:
 	@$(MAKE) --no-print-directory deps PACKAGES="$(BASE_PACKAGES) $(LUA_PACKAGES) $(BENCH_PACKAGES)"
@@ -170,10 +173,17 @@ deps-bench:
 # ---- tests ----------------------------------------------------------------------
 
 test: deps-test
+	$(MAKE) lint
 	$(MAKE) test-c test-all
 	$(MAKE) dist
 	$(MAKE) test-rock LUA_VERSION=5.4
 	$(MAKE) test-rock LUA_VERSION=jit
+
+# luacheck over every Lua file of ours (.luacheckrc says which, and how);
+# any warning fails it.
+lint:
+	@$(MAKE) --no-print-directory deps PACKAGES="$(LINT_PACKAGES)"
+	luacheck --no-color -q .
 
 test-all:
 	@for v in $(ALL_VERSIONS); do $(MAKE) --no-print-directory test-spec LUA_VERSION=$$v || exit 1; done

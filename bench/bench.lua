@@ -115,7 +115,7 @@ local function med(w, s, k) return results[w][s] and median(results[w][s][k]) en
 -- Derived figure: W4 growth, cost at the largest P over the cost at 1e3.
 local sizes = SCALE >= 1 and { 1000, 100000, 1000000, 4000000 } or { 1000, 10000, 100000 }
 local largest = sizes[#sizes]
-for s, keys in pairs(results.w4) do
+for _, keys in pairs(results.w4) do
   local a, b = median(keys["pair_ns_1000"]), median(keys["pair_ns_" .. largest])
   if a and b then keys.growth = { b / a } end
 end

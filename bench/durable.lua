@@ -54,9 +54,9 @@ os.execute("mkdir -p '" .. dir .. "'")
 local n_one, n_batch = math.floor(20000 * scale), math.floor(200000 * scale)
 local n_late, n_far, n_over = math.floor(20000 * scale), math.floor(1000000 * scale), math.floor(100000 * scale)
 
-local f = assert(io.open(dir .. "/durable_schema.sql", "w"))
-f:write(require("hwtimer.durable.sqlite").SCHEMA)
-f:close()
+local schema = assert(io.open(dir .. "/durable_schema.sql", "w"))
+schema:write(require("hwtimer.durable.sqlite").SCHEMA)
+schema:close()
 
 local function fresh(name)
   local path = dir .. "/" .. name
@@ -233,7 +233,8 @@ local ok, err = pcall(function()
     return median(ours), median(floor_)
   end
   do
-    local timer, q = hwtimer.new(), nil
+    local timer = hwtimer.new()
+    local q
     local rounds, per = 10, math.floor(n_one / 10)
     for _, via in ipairs({ { "TCP", connect }, { "unix socket", connect_unix } }) do
       local c = via[2]()

@@ -192,7 +192,7 @@ return { us(t1) - us(t0), us(t2) - us(t1) }
   do
     local S_ = require("hwtimer.durable.redis_scripts")
     local qs = assert(durable.open(timer, { redis = c, prefix = "parts_stats" }))
-    local sha = c:script("load", "return redis.call('TIME')")
+    local time_sha = c:script("load", "return redis.call('TIME')")
     -- (redis-lua reads INFO into sections of "calls=...,usec=...,..." lines)
     local function usec(name)
       local line = c:info("commandstats").commandstats["cmdstat_" .. name]
@@ -206,7 +206,7 @@ return { us(t1) - us(t0), us(t2) - us(t1) }
       for _ = 1, per do assert(qs:schedule("far", 3600)) end
       rpush[r], ours[r] = usec("rpush") / per, (usec("rpush") + usec("evalsha")) / per
       c:config("resetstat")
-      for _ = 1, per do c:evalsha(sha, 0) end
+      for _ = 1, per do c:evalsha(time_sha, 0) end
       floor_[r] = usec("evalsha") / per
     end
     print(string.format("durable (Redis) Redis's own time a schedule, one at a time (commandstats, medians of 5 " ..

@@ -13,7 +13,7 @@ end
 
 -- Traffic: connections 1-3 send a packet every 10 ms for 100 ms; 4 and 5 stay quiet.
 local ticks = 0
-local traffic = timer:every(0.01, function(t)
+timer:every(0.01, function(t)
   ticks = ticks + 1
   for i = 1, 3 do conns[i].idle:reset(IDLE) end -- a packet arrived
   if ticks == 10 then t:cancel() end

@@ -23,7 +23,7 @@ local schedule = require("hwtimer.durable.schedule")
 local type_name, callable, is_timer = check.type_name, check.callable, check.is_timer
 local message = require("hwtimer.text").message
 
-local floor, huge, max, min = math.floor, math.huge, math.max, math.min
+local floor, huge, max = math.floor, math.huge, math.max
 
 local M = {}
 
@@ -525,11 +525,11 @@ local STATES = { "pending", "due", "leased", "dead" }
 -- retried, dead } }, held = rows leased here, running = handlers running }.
 -- No store round trip: it works on a closed queue too.
 function Queue:stats()
-  local runs = {}
+  local by_kind = {}
   for kind, k in pairs(self._runs) do
-    runs[kind] = { succeeded = k.succeeded, retried = k.retried, dead = k.dead }
+    by_kind[kind] = { succeeded = k.succeeded, retried = k.retried, dead = k.dead }
   end
-  return { runs = runs, held = self._n_held, running = self._running_jobs }
+  return { runs = by_kind, held = self._n_held, running = self._running_jobs }
 end
 
 --- counts, err = q:counts(): { pending, due, leased, dead, kinds = { [kind] = { ... } } }

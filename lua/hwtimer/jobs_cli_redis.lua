@@ -230,8 +230,8 @@ local function reach(redis, a, o, meta, old_meta)
     if password and a.user then client:auth(a.user, password)
     elseif password then client:auth(password) end
     if a.db ~= 0 then client:select(a.db) end
-    local found = client:exists(meta)
-    if (found == true or found == 1) or not old_meta then return found end
+    local there = client:exists(meta)
+    if (there == true or there == 1) or not old_meta then return there end
     return client:exists(old_meta)
   end)
   if not ok then

@@ -18,7 +18,8 @@ M.CONTENT_TYPE = "text/plain; version=0.0.4"
 -- The families: name (after the prefix), type, help. Samples name the
 -- family they belong to; render writes each family's HELP and TYPE once.
 local FAMILIES = {
-  { "timeouts_scheduled_total", "counter", "Timeout runs armed: each schedule, each run of a periodic timeout, each reset that arms one." },
+  { "timeouts_scheduled_total", "counter",
+    "Timeout runs armed: each schedule, each run of a periodic timeout, each reset that arms one." },
   { "timeouts_fired_total", "counter", "Timeout runs started (callbacks called, or timeouts taken by the host)." },
   { "timeouts_cancelled_total", "counter", "Armed timeout runs cancelled (cancel, stop, close)." },
   { "callback_errors_total", "counter", "Timeout callbacks that raised." },
@@ -125,7 +126,9 @@ local function add_timer(add, name, timer)
     add("retries_total", "", { timer = name, outcome = outcome }, s["retry_" .. outcome])
   end
   local buckets, sum, count = timer:lateness()
-  for _, b in ipairs(buckets) do add("lateness_seconds", "_bucket", { timer = name, le = ("%.9f"):format(b[1]) }, b[2]) end
+  for _, b in ipairs(buckets) do
+    add("lateness_seconds", "_bucket", { timer = name, le = ("%.9f"):format(b[1]) }, b[2])
+  end
   add("lateness_seconds", "_bucket", { timer = name, le = "+Inf" }, count)
   add("lateness_seconds", "_sum", l, sum)
   add("lateness_seconds", "_count", l, count)

@@ -66,7 +66,7 @@ function M.publish(dict_name, opts)
   local dict = shared("publish", dict_name)
   opts = checked(opts, "publish", false)
   local interval = opts.interval or 1
-  if type(interval) ~= "number" or not (interval > 0) then
+  if type(interval) ~= "number" or not (interval > 0) then -- luacheck: ignore 581 (not (x > 0) rejects NaN too)
     check.argerror(2, "publish", "field 'interval': positive number of seconds expected", 2)
   end
   local key = KEY .. ngx.worker.id()

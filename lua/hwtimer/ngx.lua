@@ -353,10 +353,11 @@ local FOREVER = 2 ^ 40 -- ms: a read that never times out (nginx logs a timed-ou
 
 local function pair(self)
   local timer = self.timer
-  local udp, ok, err = ngx.socket.udp()
-  local port, token = timer:wake_socket()
-  if port then
-    ok, err = udp:setpeername("127.0.0.1", port)
+  local udp = ngx.socket.udp()
+  local ok, err
+  local wake_port, token = timer:wake_socket()
+  if wake_port then
+    ok, err = udp:setpeername("127.0.0.1", wake_port)
     if ok then ok, err = udp:send(token) end
     if ok then ok, err = timer:wake_pair() end
   else
@@ -497,7 +498,7 @@ function M.new(opts, max_wait)
   if opts ~= nil and type(opts) ~= "table" then
     check.argerror(1, "new", "table expected, got " .. check.type_name(opts), 2)
   end
-  if max_wait ~= nil and (type(max_wait) ~= "number" or not (max_wait > 0)) then
+  if max_wait ~= nil and (type(max_wait) ~= "number" or not (max_wait > 0)) then -- luacheck: ignore 581 (rejects NaN)
     check.argerror(2, "new", "positive number of seconds expected", 2)
   end
   local timer_opts, self = split_options(opts or {}, max_wait)

@@ -31,7 +31,7 @@ end
 local function utf8_at(s, i)
   local c = s:byte(i)
   if c < 0x80 then return 1 end
-  local n, lo, hi = nil, 0x80, 0xBF
+  local lo, hi, n = 0x80, 0xBF
   if c >= 0xC2 and c <= 0xDF then n = 2
   elseif c == 0xE0 then n, lo = 3, 0xA0
   elseif c == 0xED then n, hi = 3, 0x9F

@@ -82,9 +82,8 @@ end
 -- [+-]hh[:mm[:ss]] as seconds (hours up to 167: RFC 8536's extension for
 -- rule times). Returns the seconds and the position after them.
 local function hms(s, i)
-  local sign, h, rest, j = s:match("^([+-]?)(%d%d?%d?)()", i)
+  local sign, h, j = s:match("^([+-]?)(%d%d?%d?)()", i)
   if not h or tonumber(h) > 167 then return nil end
-  j = rest
   local secs = tonumber(h) * 3600
   for _, unit in ipairs({ 60, 1 }) do
     local v, k = s:match("^:(%d%d)()", j)

@@ -42,7 +42,7 @@ describe("timer:schedule", function()
 
   it("accepts a callable object", function()
     local calls = 0
-    local obj = setmetatable({}, { __call = function(self, t) calls = calls + 1 end })
+    local obj = setmetatable({}, { __call = function() calls = calls + 1 end })
     timer:schedule(0.001, obj)
     timer:run(2)
     assert.equal(1, calls)

@@ -48,7 +48,7 @@ describe("timeout handle", function()
       weak[1], weak[2], weak[3] = bare, cb, arg
       local a = timer:schedule(100, bare) -- the task is the callback alone
       local b = timer:schedule(100, cb, arg) -- the task is a pack
-      bare, cb, arg = nil, nil, nil
+      bare, cb, arg = nil, nil, nil -- luacheck: ignore 311 (the last references: the collector may free them)
       assert.is_true(a:cancel())
       assert.is_true(b:cancel())
       collectgarbage()
@@ -67,7 +67,7 @@ describe("timeout handle", function()
       local a = timer:schedule(0, ran)
       local v = timer:schedule(100, victim)
       timer:schedule(0, function() assert.is_true(v:cancel()) end) -- cancelled inside a dispatch
-      ran, victim = nil, nil
+      ran, victim = nil, nil -- luacheck: ignore 311 (the last references: the collector may free them)
       assert.equal(2, timer:dispatch())
       collectgarbage()
       collectgarbage()

@@ -378,7 +378,7 @@ describe("on_error(err, timeout, traceback)", function()
     local function raise_it() error(errobj) end
     local a = timer:schedule(0, function() raise_it() end)
     local b = timer:schedule(0, function() error("plain", 0) end)
-    local c = timer:schedule(0, function() local x; return x.y end)
+    local c = timer:schedule(0, function() local x; return x.y end) -- luacheck: ignore 221 (indexes nil: raises)
     assert.equal(3, timer:dispatch())
     assert.equal(3, #got)
     assert.equal(errobj, got[1][1])

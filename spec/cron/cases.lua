@@ -126,7 +126,7 @@ end
 function cases.civil_matches(m, c)
   local days = math.floor(c / 86400)
   local sod = c - days * 86400
-  local y, mo, d = tzif.civil_from_days(days)
+  local _, mo, d = tzif.civil_from_days(days)
   local S = m.sets
   if not (S[1][sod % 60] and S[2][math.floor(sod / 60) % 60] and S[3][math.floor(sod / 3600)]
     and S[5][mo]) then return false end

@@ -261,6 +261,15 @@ describe("hwtimer.durable", function()
         { function() local r = q:handle(nil) return r end, "bad argument #1 to 'handle' (non-empty string expected, got nil)" },
         { function() local r = q:cancel(5) return r end, "bad argument #1 to 'cancel' (non-empty string expected, got number)" },
         { function() local r = q:jobs({ zz = 1 }) return r end, "bad argument #1 to 'jobs' (unknown option 'zz')" },
+        { function() local r = q:schedule("k", 1, {}) return r end,
+          "bad argument #3 to 'schedule' (string or nil expected, got table)" },
+        { function() local r = q:schedule("k", 1, nil, 5) return r end,
+          "bad argument #4 to 'schedule' (table expected, got number)" },
+        { function() local r = q:schedule("k", 1, nil, { key = "x" }) return r end,
+          "bad argument #4 to 'schedule' (unknown option 'key')" },
+        { function() local r = q:schedule("k", 1, nil, { id = 5 }) return r end,
+          "bad argument #4 to 'schedule' (option 'id': non-empty string expected, got number)" },
+        { function() local r = q:at("k", 1, nil, 5) return r end, "bad argument #4 to 'at' (table expected, got number)" },
         { function() local r = q.schedule({}, "k", 1) return r end,
           "calling 'schedule' on bad self (hwtimer.durable expected, got table)" },
         { function() local r = q.close({}) return r end, "calling 'close' on bad self (hwtimer.durable expected, got table)" },
@@ -380,7 +389,9 @@ describe("hwtimer.durable", function()
       -- the failure, once reported, is taken away (pcall: a lock left held would make that wait and fail)
       local function on_error(err)
         reports[#reports + 1] = tostring(err)
-        if tostring(err):find("planted", 1, true) then reports[#reports + 1] = tostring(select(2, pcall(own.exec, own, "UPDATE fail_renew SET on_ = 0"))) end
+        if tostring(err):find("planted", 1, true) then
+          reports[#reports + 1] = tostring(select(2, pcall(own.exec, own, "UPDATE fail_renew SET on_ = 0")))
+        end
       end
       q = assert(open({ lease = 0.2, poll = 0.05, on_error = on_error }))
       own = assert(sqlite.open(path))

@@ -305,7 +305,7 @@ describe("OpenResty: durable jobs in nginx with four workers on " .. engine.name
   end
 
   local function wait_pending(n, secs)
-    local limit, left = socket.gettime() + secs * SLOW, nil
+    local limit, left = socket.gettime() + secs * SLOW
     repeat
       left = pending_jobs()
       if left == n then break end

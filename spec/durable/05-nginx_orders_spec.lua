@@ -58,10 +58,9 @@ describe("examples/openresty-durable, two nginx workers on " .. store.name, func
   end
 
   local redis, dir, port, nginx
-  local env = {}
 
   -- The example's nginx.conf on a free port, as the test's user, with
-  -- ORDERS_* from `env`; waits until both workers have the queue open.
+  -- ORDERS_* from `vars`; waits until both workers have the queue open.
   local function start(extra_env, not_open)
     local f = assert(io.open("examples/openresty-durable/nginx.conf"))
     -- (notices too: the workers' "exiting" shows that this is their log)
@@ -69,7 +68,6 @@ describe("examples/openresty-durable, two nginx workers on " .. store.name, func
     f:close()
     local vars = { ORDERS_STORE = store.store(dir, redis), ORDERS_PAY_WITHIN = 2, ORDERS_LEASE = 30 }
     for k, v in pairs(extra_env or {}) do vars[k] = v end
-    env = vars
     local exports = {}
     for k, v in pairs(vars) do exports[#exports + 1] = k .. "='" .. tostring(v) .. "'" end
     -- (nginx takes ORDERS_* from its environment: `env` lines in the conf)
@@ -117,7 +115,7 @@ describe("examples/openresty-durable, two nginx workers on " .. store.name, func
   end
 
   local function wait_closed(n, secs)
-    local limit, s, body = socket.gettime() + secs * SLOW, nil, nil
+    local limit, s, body = socket.gettime() + secs * SLOW
     repeat
       s, body = stats()
       if s.closed >= n then break end

@@ -20,7 +20,7 @@ return function(env)
     local function near(a, b) return math.abs(a - b) < 0.01 end
     -- x was read off the store's clock between lo and hi (a put's `now`):
     -- bracketed, since a slow disk can take more than `near` between them
-    local function between(x, lo, hi) return x > lo - 0.002 and x < hi + 0.002 end
+    local function between(x, low, high) return x > low - 0.002 and x < high + 0.002 end
 
     -- one run of kind k due a second ago, claimed: its row
     local function claimed(id)

@@ -69,18 +69,18 @@ return function(env)
       assert.equal(0, q:pending())
     end)
 
-    local n = env.kill_jobs
-    it("kill -9 amid " .. n .. " jobs: after a restart every job ran, twice only if in flight", function()
+    local n_kill = env.kill_jobs
+    it("kill -9 amid " .. n_kill .. " jobs: after a restart every job ran, twice only if in flight", function()
       local dir = logdir(finally)
       local q = assert(env.open())
-      store_jobs(q, n, 0, 0.5 * SLOW)
+      store_jobs(q, n_kill, 0, 0.5 * SLOW)
       local pid = env.start_worker(1, false, false, dir .. "/w1.log")
       local limit = hwtimer.now() + 30 * SLOW
-      while env.ran() < n / 3 and hwtimer.now() < limit do sleep(0.002) end
+      while env.ran() < n_kill / 3 and hwtimer.now() < limit do sleep(0.002) end
       sh("kill -9 " .. pid)
       assert.is_true(wait_exit(pid, 5))
       local ran_before = env.ran()
-      assert.is_true(ran_before >= n / 3 and ran_before < n, "killed after " .. ran_before .. " runs")
+      assert.is_true(ran_before >= n_kill / 3 and ran_before < n_kill, "killed after " .. ran_before .. " runs")
       local in_flight = {}
       for id, job in pairs(env.jobs()) do
         if job.owner ~= "" then in_flight[id] = true end
@@ -89,7 +89,7 @@ return function(env)
       assert.is_true(wait_exit(pid, 60), "the restarted worker did not finish")
       local counts = env.runs()
       local dup, missing, flight = 0, 0, helpers.count(in_flight)
-      for i = 1, n do
+      for i = 1, n_kill do
         local c = counts["j" .. i]
         if not c then
           missing = missing + 1
@@ -102,7 +102,7 @@ return function(env)
       assert.equal(0, q:pending())
       assert.same({}, env.jobs())
       assert.is_true(dup <= flight)
-      print(string.format("\n    kill -9 after %d of %d runs: %d in flight, %d ran twice", ran_before, n, flight, dup))
+      print(string.format("\n    kill -9 after %d of %d runs: %d in flight, %d ran twice", ran_before, n_kill, flight, dup))
     end)
 
     -- (the jobs are due from 1 s on: every worker is up by then)

@@ -56,7 +56,7 @@ return function(b)
       q:handle("close", function(job) ran[#ran + 1] = job.id end)
       q:handle("fail", function() error("no") end)
       for i = 1, 10 do assert(q:schedule("close", 0.02 * i, "order-" .. i)) end
-      assert(q:batch(function(b) for _ = 1, 100 do b:schedule("close", 0.1) end end))
+      assert(q:batch(function(batch) for _ = 1, 100 do batch:schedule("close", 0.1) end end))
       assert(q:schedule("fail", 0.05, nil, { id = "bad" }))
       local later = assert(q:schedule("close", 60))
       assert.equal("close", q:get(later).kind)
@@ -85,7 +85,7 @@ return function(b)
     -- every script of such a store was refused, CROSSSLOT)
     it("runs a queue whose prefix or queue has a '}' (its keys under one hash tag), or says why not", function()
       local base_of = require("hwtimer.durable.redis").base
-      local base, old = base_of("}", "orders")
+      local base = base_of("}", "orders")
       local port, slot = node_of(base)
       q = assert(durable.open(timer, { redis = admin(port), prefix = "}", queue = "orders" }))
       local ran = {}
@@ -100,6 +100,7 @@ return function(b)
       -- a "}" inside: the keys of format 6 and older had a tag of their
       -- own ("a" here), in another slot, where a store may be: read when
       -- this node serves it, else refused, saying so
+      local old
       base, old = base_of("a}b", "orders")
       port = node_of(base)
       local got, err = durable.open(timer, { redis = admin(port), prefix = "a}b", queue = "orders" })

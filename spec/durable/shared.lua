@@ -1,7 +1,8 @@
 -- The specs both engines run, in this order, each given the engine's `env`
 -- (a module lists the fields it uses at its top): called by
 -- spec/durable/01-sqlite_spec.lua and spec/durable/03-redis_spec.lua.
-local MODULES = { "leases", "cancel", "window", "contract", "front", "runs", "acks", "processes", "concurrency", "ops", "schedules", "metrics" }
+local MODULES = { "leases", "cancel", "window", "contract", "front", "runs", "acks", "processes", "concurrency", "ops",
+  "schedules", "metrics" }
 
 return function(env)
   -- A queue whose sweep never comes within a spec: a job made due is run

@@ -122,7 +122,8 @@ return {
   { name = "coroutine hosts: one runner at a time (a callback that waits holds back the callbacks due after it)",
     file = "lua/hwtimer/runner.lua", lua = "5.4", specs = { "spec/hosts/06-cqueues_punctual_spec.lua" },
     from = "    else\n      w = { co = create(body), handed = false }\n    end",
-    to = "    elseif self.one then\n      break\n    else\n      self.one = true\n      w = { co = create(body), handed = false }\n    end" },
+    to = "    elseif self.one then\n      break\n    else\n      self.one = true\n"
+      .. "      w = { co = create(body), handed = false }\n    end" },
   { name = "coroutine hosts: a callback's error is not counted",
     file = "lua/hwtimer/runner.lua", lua = "5.4", specs = { "spec/hosts/02-yield_loops_spec.lua", "spec/core/08-stats_spec.lua" },
     from = "  self.timer:done(w.t, false)", to = "  self.timer:done(w.t, true)" },
@@ -174,7 +175,8 @@ return {
     from = "cal.after(row.missed == \"all\" and at or max(at, now))", to = "cal.after(max(at, now))" },
   { name = "schedules (SQLite): a cron expression's zone is ignored (read in UTC)",
     file = "lua/hwtimer/durable/schedule.lua", lua = "5.4", specs = { "spec/durable/01-sqlite_spec.lua" },
-    filter = { "schedules q:every with a cron expression refuses an expression or a zone cron refuses, naming what is wrong, and stores nothing" },
+    filter = { "schedules q:every with a cron expression refuses an expression or a zone cron refuses, "
+      .. "naming what is wrong, and stores nothing" },
     from = "c, err = cron.parse(expr, { tz = tz or \"UTC\" })", to = "c, err = cron.parse(expr)" },
   { name = "SQLite engine: the same schedule deployed again is written again (a run in flight lost)",
     file = "lua/hwtimer/durable/sqlite.lua", lua = "5.4", specs = { "spec/durable/01-sqlite_spec.lua" },
@@ -195,8 +197,12 @@ return {
   { name = "SQLite engine: a claim takes jobs due within the next second",
     file = "lua/hwtimer/durable/sqlite.lua", lua = "5.4", specs = { "spec/durable/01-sqlite_spec.lua" },
     filter = { "the window holds only jobs due within the window in the wheel, and runs later ones from the refill" },
-    from = "WHERE queue = ?1 AND dead = 0 AND ready <= ?2\n                          AND kind IN (SELECT kind FROM temp.hwtimer_handled)\n                          ORDER BY ready",
-    to = "WHERE queue = ?1 AND dead = 0 AND ready <= ?2 + 1\n                          AND kind IN (SELECT kind FROM temp.hwtimer_handled)\n                          ORDER BY ready" },
+    from = "WHERE queue = ?1 AND dead = 0 AND ready <= ?2\n"
+      .. "                          AND kind IN (SELECT kind FROM temp.hwtimer_handled)\n"
+      .. "                          ORDER BY ready",
+    to = "WHERE queue = ?1 AND dead = 0 AND ready <= ?2 + 1\n"
+      .. "                          AND kind IN (SELECT kind FROM temp.hwtimer_handled)\n"
+      .. "                          ORDER BY ready" },
   { name = "Redis engine: a job another process holds is cancelled",
     file = "lua/hwtimer/durable/redis_scripts.lua", lua = "5.4", specs = { "spec/durable/03-redis_spec.lua" },
     filter = { "q:cancel and claimed jobs of a job another process holds under a live lease: nil and a message; the job stays" },
@@ -241,7 +247,8 @@ return {
   { name = "Redis engine: of jobs written together to one bucket, each on replace the one before",
     file = "lua/hwtimer/durable/redis_scripts.lua", lua = "5.4", specs = { "spec/durable/08-redis_upgrade_spec.lua" },
     filter = { "durable.open upgrades a store of format 2 (the same layout without the intake) to 7, its jobs kept" },
-    from = "    g[#g + 1], g[#g + 2] = ids[i], raws[i]\n  end\n  for key, g", to = "    g[1], g[2] = ids[i], raws[i]\n  end\n  for key, g" },
+    from = "    g[#g + 1], g[#g + 2] = ids[i], raws[i]\n  end\n  for key, g",
+    to = "    g[1], g[2] = ids[i], raws[i]\n  end\n  for key, g" },
   { name = "Redis engine: of stamped jobs moved in together to one block, each on replace the one before",
     file = "lua/hwtimer/durable/redis_scripts.lua", lua = "5.4", specs = { "spec/durable/07-redis_entry_spec.lua" },
     from = "      g[#g + 1], g[#g + 2] = id, raw\n", to = "      g[1], g[2] = id, raw\n" },
@@ -615,7 +622,8 @@ end]=], to = "\nend" },
     file = "lua/hwtimer/ngx.lua", lua = "jit", specs = { "spec/hosts/04-ngx_io_spec.lua" },
     filter = { "when nginx drops the exit timer" },
     from = "  if self.running and ngx.worker.exiting() and self.took == gen then on_exit(true, self) end\n", to = "" },
-  { name = "nginx glue: a handover counts as confirmed only by its own fresh dispatcher (a chain of them in one timer pass reads as dropped)",
+  { name = "nginx glue: a handover counts as confirmed only by its own fresh dispatcher "
+      .. "(a chain of them in one timer pass reads as dropped)",
     file = "lua/hwtimer/ngx.lua", lua = "jit", specs = { "spec/hosts/04-ngx_io_spec.lua" },
     filter = { "2,000 callbacks that each make an HTTP round trip" },
     from = "    until self.took >= gen or not posted or now() >= limit\n    if self.took >= gen then",
@@ -759,10 +767,14 @@ end]=], to = "\nend" },
     from = "\tif (T->wake) {\n\t\tlua_rawgeti(L, 3, PIN_TIMER);", to = "\tif (1) {\n\t\tlua_rawgeti(L, 3, PIN_TIMER);" },
   { name = "metrics: a histogram's +Inf bucket first",
     file = "lua/hwtimer/metrics.lua", lua = "5.4", specs = { "spec/core/20-metrics_spec.lua" },
-    from = [=[  for _, b in ipairs(buckets) do add("lateness_seconds", "_bucket", { timer = name, le = ("%.9f"):format(b[1]) }, b[2]) end
+    from = [=[  for _, b in ipairs(buckets) do
+    add("lateness_seconds", "_bucket", { timer = name, le = ("%.9f"):format(b[1]) }, b[2])
+  end
   add("lateness_seconds", "_bucket", { timer = name, le = "+Inf" }, count)]=],
     to = [=[  add("lateness_seconds", "_bucket", { timer = name, le = "+Inf" }, count)
-  for _, b in ipairs(buckets) do add("lateness_seconds", "_bucket", { timer = name, le = ("%.9f"):format(b[1]) }, b[2]) end]=] },
+  for _, b in ipairs(buckets) do
+    add("lateness_seconds", "_bucket", { timer = name, le = ("%.9f"):format(b[1]) }, b[2])
+  end]=] },
   { name = "loop glue: an idle step runs past the gap",
     file = "lua/hwtimer/runner.lua", lua = "5.4", specs = { "spec/core/16-gc_step_spec.lua" },
     from = "if gap and gap - GC_MARGIN < span then span = gap - GC_MARGIN end",

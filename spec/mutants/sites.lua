@@ -222,7 +222,7 @@ function M.find(text, lang)
       each_word(code, "%f[%w_]false%f[^%w_]", function(a, b) swap(a, b, "true", "false -> true") end)
       each_word(code, "%f[%w_]not%s+", function(a, b) swap(a, b, "", "not x -> x") end)
       local a, c, b = code:match("^%s*()if%s+()(.-)%s+then%s*$")
-      if not a then a, c, b = code:match("^%s*()elseif%s+()(.-)%s+then%s*$") end
+      if not a then c, b = code:match("^%s*elseif%s+()(.-)%s+then%s*$") end
       if c and b ~= "" then
         local e = c + #b - 1
         add("if c -> if not (c)", line:sub(1, c - 1) .. "not (" .. line:sub(c, e) .. ")" .. line:sub(e + 1))

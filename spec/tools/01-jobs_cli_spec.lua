@@ -446,8 +446,7 @@ describe("hwtimer-jobs", function()
       it("needs hwtimer.sqlite", function() pending("hwtimer.sqlite not built: install libsqlite3-dev") end)
       return
     end
-    local path
-    contract(C.sqlite_env(function(p) path = p end))
+    contract(C.sqlite_env())
 
     it("refuses a file that is missing (making none) or not a store, exit 1", function()
       local missing = TMP .. "/missing.db"

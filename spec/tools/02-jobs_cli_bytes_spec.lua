@@ -24,7 +24,7 @@ local function utf8_ok(s)
   local i = 1
   while i <= #s do
     local c = s:byte(i)
-    local n, lo, hi = 0, 0x80, 0xBF
+    local lo, hi, n = 0x80, 0xBF
     if c < 0x80 then n = 0
     elseif c >= 0xC2 and c <= 0xDF then n = 1
     elseif c >= 0xE0 and c <= 0xEF then n, lo, hi = 2, c == 0xE0 and 0xA0 or 0x80, c == 0xED and 0x9F or 0xBF
@@ -225,8 +225,7 @@ describe("hwtimer-jobs and hostile bytes", function()
       it("needs hwtimer.sqlite", function() pending("hwtimer.sqlite not built: install libsqlite3-dev") end)
       return
     end
-    local path
-    contract(C.sqlite_env(function(p) path = p end))
+    contract(C.sqlite_env())
 
     it("refuses at once a --path that is not a regular file: a FIFO, a directory, a device, a socket", function()
       local fifo, dir, sock, link = TMP .. "/fifo", TMP .. "/dir.db", TMP .. "/sock", TMP .. "/link.db"

@@ -138,7 +138,9 @@ M.METHODS = { "now", "close", "put", "cancel", "get", "pending", "dead", "handle
 --- What an engine module lacks, as a message; nil when it has everything.
 function M.missing(Engine)
   if type(Engine.open) ~= "function" then return "engine module without open()" end
-  if Engine.OPTIONS ~= nil and type(Engine.OPTIONS) ~= "table" then return "engine module whose OPTIONS is not a table" end
+  if Engine.OPTIONS ~= nil and type(Engine.OPTIONS) ~= "table" then
+    return "engine module whose OPTIONS is not a table"
+  end
   for _, m in ipairs(M.METHODS) do
     if type(Engine[m]) ~= "function" then return "engine module without method " .. m .. "()" end
   end

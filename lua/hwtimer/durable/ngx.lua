@@ -106,7 +106,8 @@ end
 function M.get(name, wait)
   local entry = queues[name]
   if not entry then
-    return nil, "hwtimer.durable.ngx: no queue '" .. tostring(name) .. "' in this worker (open it in init_worker_by_lua)"
+    return nil, "hwtimer.durable.ngx: no queue '" .. tostring(name)
+      .. "' in this worker (open it in init_worker_by_lua)"
   end
   if entry.q then return entry.q end
   wait = wait or 1

@@ -26,7 +26,7 @@ local entry = require("hwtimer.durable.redis_entry")
 
 local floor, ceil, format = math.floor, math.ceil, string.format
 local INTAKE_MAX = scripts.INTAKE_MAX
-local concat, unpack = table.concat, table.unpack or unpack -- luacheck: ignore
+local concat, unpack = table.concat, table.unpack or unpack
 
 local Engine = {}
 Engine.__index = Engine
@@ -135,7 +135,8 @@ function Engine.open(o, owner)
   else
     self.client = o.redis
   end
-  local res, err = self:run(o.existing and "open_existing" or "open", tostring(scripts.FORMAT), old, where, o.prefix, o.queue)
+  local res, err = self:run(o.existing and "open_existing" or "open", tostring(scripts.FORMAT), old, where,
+    o.prefix, o.queue)
   if not res then return nil, "hwtimer.durable: " .. self.name .. ": " .. err end
   if tonumber(res[2]) ~= 0 then return nil, "hwtimer.durable: " .. self.name .. ": " .. res[3] end
   return self
@@ -249,7 +250,7 @@ end
 local function drain(self)
   if not self.pooled then return self:run("drain") end
   if self.draining then return end
-  self.draining = ngx.timer.at(0, function() -- luacheck: ignore
+  self.draining = ngx.timer.at(0, function() -- luacheck: ignore 113 (pooled: in nginx, ngx is there)
     self:run("drain")
     self.draining = nil
   end)
@@ -559,7 +560,7 @@ function Engine:schedules()
     for i = 3, #res, 11 do by_id[res[i]] = job_of(res, i + 1, res[i]) end
     return res[2]
   end
-  local first, buckets = 0, 1
+  local first, buckets = 0
   repeat
     local n, err = read("n", first)
     if not n then return nil, err end

@@ -14,7 +14,7 @@
 local M = {}
 
 local char, floor, format = string.char, math.floor, string.format
-local spack = string.pack -- luacheck: ignore (Lua 5.3 and later)
+local spack = string.pack -- (Lua 5.3 and later)
 
 -- v (a whole number, 0 <= v < 2^64) as n (2, 4 or 8) bytes, big-endian
 local be
@@ -45,7 +45,7 @@ M.u32 = u32
 local TWO32 = 4294967296
 local float
 if spack then
-  local sunpack = string.unpack -- luacheck: ignore
+  local sunpack = string.unpack
   float = function(v)
     local f = spack(">f", v)
     if sunpack(">f", f) == v then return "\202" .. f end
@@ -122,7 +122,7 @@ end
 M.value = value
 
 -- due as the text ZADD reads: every digit (LuaJIT's tostring gives 14)
-local mtype = math.type -- luacheck: ignore (Lua 5.3 and later)
+local mtype = math.type -- (Lua 5.3 and later)
 local function text(v)
   if mtype and mtype(v) == "integer" then return tostring(v) end
   return format("%.0f", v)

@@ -134,7 +134,7 @@ function Listener:getfd() return self.sock and self.sock:getfd() end
 
 -- cqueues.poll(l): l is pollable (while down, it is polled again in 0.05 s).
 function Listener:pollfd() return self:getfd() or -1 end
-function Listener:events() return "r" end
+function Listener.events() return "r" end
 function Listener:timeout() return (not self.sock) and RETRY_FIRST or nil end
 
 --- l:close(): unsubscribe (the connection is closed).

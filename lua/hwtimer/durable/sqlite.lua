@@ -276,7 +276,8 @@ local function prepare_store(db, path, existing)
     local ok
     ok, err = db:exec("BEGIN IMMEDIATE")
     if not ok then return refuse(db, path, err) end
-    local c = db:prepare("SELECT (SELECT count(*) FROM sqlite_master), (SELECT application_id FROM pragma_application_id)")
+    local c = db:prepare("SELECT (SELECT count(*) FROM sqlite_master), "
+      .. "(SELECT application_id FROM pragma_application_id)")
     local tables, app2 = c:first()
     c:finalize()
     if app2 == 0 and tables > 0 then
@@ -584,7 +585,7 @@ local function write_acks(self, acks, hi, reload)
   for i = 1, #acks do
     local a = acks[i]
     local row = a.row
-    local seq, n, err = row.key, nil, nil
+    local seq, n, err = row.key
     local what = a.what
     if what == "done" then
       n, err = st.done:run(seq, owner)

@@ -27,8 +27,8 @@ function Listener:getfd() return not self.closed and self.watch:getfd() or nil e
 
 -- cqueues.poll(l)
 function Listener:pollfd() return self:getfd() end
-function Listener:events() return "r" end
-function Listener:timeout() return nil end
+function Listener.events() return "r" end
+function Listener.timeout() return nil end
 
 function Listener:close()
   if self.closed then return end
