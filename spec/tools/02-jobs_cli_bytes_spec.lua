@@ -284,3 +284,24 @@ describe("hwtimer-jobs and hostile bytes", function()
     })
   end)
 end)
+
+-- The CLI's JSON writer itself (hwtimer.jobs_cli_text), on values no store
+-- gives: what --json output is made of, and what it refuses.
+describe("hwtimer-jobs' JSON encoder", function()
+  local json = require("hwtimer.jobs_cli_text").json
+
+  it("writes objects with their keys sorted, marked arrays, null, and numbers that read back the same", function()
+    assert.equal('{"a":[1,2.5,null],"b":{},"c":true,"d":null,"e":0.1}',
+      json.encode({ e = 0.1, c = true, b = {}, a = json.array({ 1, 2.5, json.null }), d = json.null }))
+    assert.equal("[null,null,null]", json.encode(json.array({ 0 / 0, math.huge, -math.huge })))
+    assert.equal("[]", json.encode(json.array({})))
+    assert.equal("0.30000000000000004", json.encode(0.1 + 0.2))
+  end)
+
+  it("refuses a value JSON has no form for, naming its type", function()
+    for _, v in ipairs({ print, coroutine.create(function() end) }) do
+      assert.has_error(function() json.encode({ x = v }) end,
+        "hwtimer-jobs: cannot encode a " .. type(v) .. " as JSON")
+    end
+  end)
+end)

@@ -47,6 +47,21 @@ describe("hwtimer-jobs with a Redis server that wants a password", function()
       { jobs({ "--path", "/x", "--cacert", "/x", "counts" }) })
   end)
 
+  it("says which package to install where redis-lua cannot be found, and leaves package.path as it was", function()
+    local cli_redis = require("hwtimer.jobs_cli_redis")
+    local real, path = _G.require, package.path
+    _G.require = function(name) -- (a machine without redis-lua)
+      if name == "redis" then error("module 'redis' not found", 2) end
+      return real(name)
+    end
+    local ok, client, err = pcall(cli_redis.client, { redis = "redis://127.0.0.1:1" })
+    _G.require = real
+    assert.is_true(ok, tostring(client))
+    assert.is_nil(client)
+    assert.equal("--redis needs redis-lua (Debian: apt-get install lua-redis; luarocks install redis-lua)", err)
+    assert.equal(path, package.path)
+  end)
+
   describe("(a password, an ACL user)", function()
     local server, where
     setup(function()
