@@ -86,3 +86,26 @@ describe("durable.open on a Redis server with a password", function()
     end
   end)
 end)
+
+-- The third value of a failed call says who failed: true where the server
+-- answered with a refusal (the engine then stops asking: a wake-up's
+-- PUBLISH refused by an ACL turns wake-ups off), false where no server
+-- answered (a connection that cannot be made: asked again next time).
+describe("hwtimer.durable.redis_client's calls without a connection", function()
+  local calls = require("hwtimer.durable.redis_client")
+  local function unreachable()
+    return { connect = function() error("connection refused", 0) end, sha = {} }
+  end
+
+  it("say the server did not answer, for a command and for a wake-up's publish", function()
+    local res, err, server = calls.command(unreachable(), "ping")
+    assert.same({ nil, "cannot connect: connection refused", false }, { res, err, server })
+    res, err, server = calls.publish(unreachable(), "chan", "kind")
+    assert.same({ nil, "cannot connect: connection refused", false }, { res, err, server })
+  end)
+
+  it("take a client with no publish method as a refusal", function()
+    local res, err, server = calls.publish({ client = { ping = function() return "PONG" end }, sha = {} }, "chan", "kind")
+    assert.same({ nil, "the client has no publish method", true }, { res, err, server })
+  end)
+end)

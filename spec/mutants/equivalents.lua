@@ -116,4 +116,17 @@ return {
     to = "\tlua_createtable(L, T->stopped ? 0 : (int)(T->pending < INT_MAX ? T->pending : INT_MAX), 1);",
     reason = "a size hint for stop's list: one hash slot more, allocated before anything stops as the array is, "
       .. "never used (the list is an array)" },
+  { file = "csrc/driver.c",
+    from = "\t\tif (w && w->drv_key <= hwt_clock_ns()) {",
+    to = "\t\tif (w && w->drv_key < hwt_clock_ns()) {",
+    reason = "a worker due in this very nanosecond: with < the thread calls sleep_until on a deadline already "
+      .. "reached, which returns at once, and the next turn of the loop services it: the same step, a syscall later" },
+  { file = "lua/hwtimer/durable/runs.lua", from = "    self._more = true", to = "",
+    reason = "a pass finds no room only after the claim that filled it, and that claim set _more already "
+      .. "(claimed >= limit, the limit being the room): rows are queued or run only by a claim, and _more goes "
+      .. "false only in a pass that had room (no job due) or a claim that left some" },
+  { file = "lua/hwtimer/durable/redis.lua", from = "  return res[2] and tonumber(res[2]) or false",
+    to = "  return res[2] or tonumber(res[2]) or false",
+    reason = "the cancel script replies with a number, which Redis sends as an integer reply and every client "
+      .. "(redis-lua, lua-resty-redis) gives as a Lua number: tonumber of it is itself, 0 included" },
 }
