@@ -319,6 +319,23 @@ describe("hwtimer.retry arguments", function()
     end
   end)
 
+  it("accepts each option's bounds themselves (0 and 1e9 seconds, a jitter of 0 and 1)", function()
+    local cases = {
+      { delay = 0 }, { delay = 1e9 }, { max_delay = 0 }, { max_delay = 1e9 }, { max_time = 0 }, { max_time = 1e9 },
+      { jitter = 0 }, { jitter = 1 }, { delay = 1e9, max_delay = 1e9, max_time = 1e9, jitter = 1 },
+    }
+    for _, opts in ipairs(cases) do
+      local r = hwtimer.retry(timer, fail, opts)
+      assert.equal("running", r:state())
+      assert.is_true(r:cancel())
+    end
+    assert.equal(0, timer:pending())
+    for _, name in ipairs({ "delay", "max_delay", "max_time" }) do
+      assert.has_error(function() local r = hwtimer.retry(timer, fail, { [name] = 1e9 + 1 }) return r end,
+        "bad argument #3 to 'retry' (option '" .. name .. "': number of seconds from 0 to 1e9 expected)")
+    end
+  end)
+
   it("accepts any object with a schedule method (the OpenResty glue's proxy table)", function()
     local counted = {}
     local proxy = {

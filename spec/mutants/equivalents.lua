@@ -129,4 +129,14 @@ return {
     to = "  return res[2] or tonumber(res[2]) or false",
     reason = "the cancel script replies with a number, which Redis sends as an integer reply and every client "
       .. "(redis-lua, lua-resty-redis) gives as a Lua number: tonumber of it is itself, 0 included" },
+  { file = "lua/hwtimer/cron.lua",
+    from = "    if before and before < off and c >= a + before then return a end -- a gap's times fire at its end",
+    to = "    if before and before <= off and c >= a + before then return a end -- a gap's times fire at its end",
+    reason = "where the offset before a change equals the one after (no gap), c >= a + before is c >= lo, which "
+      .. "the line above has just found false: the branch gains nothing" },
+  { file = "lua/hwtimer/durable.lua",
+    from = "    if due < self._loaded_until then loaded(self, key, due) end",
+    to = "    if due <= self._loaded_until then loaded(self, key, due) end",
+    reason = "a job due exactly at the window's end is loaded now or by the next refill, which reads from just "
+      .. "before that end (window.lua: loaded_until - 1e-9); window.load keys it once either way" },
 }
