@@ -266,6 +266,18 @@ describe("timer:every{ interval, rate, jitter }", function()
       "bad argument #1 to 'every' (field 'interval': positive number of seconds expected)")
     assert.has_error(function() local r = timer:every({ interval = 0 / 0 }, f) return r end,
       "bad argument #1 to 'every' (field 'interval': positive number of seconds expected)")
+    -- the bounds: an interval above 0 up to 1e9 s, a first run from 0 s
+    for _, opts in ipairs({ { interval = 0 }, { interval = 1e9 + 1 } }) do
+      assert.has_error(function() local r = timer:every(opts, f) return r end,
+        "bad argument #1 to 'every' (field 'interval': positive number of seconds expected)")
+    end
+    assert.has_error(function() local r = timer:every({ interval = 1, first = -1e-9 }, f) return r end,
+      "bad argument #1 to 'every' (field 'first': non-negative number of seconds expected)")
+    assert.equal(0, timer:pending())
+    for _, opts in ipairs({ { interval = 1e9 }, { interval = 1e-9 }, { interval = 1, first = 0 },
+                            { interval = 1, first = 1e9 } }) do
+      assert.is_true(timer:every(opts, f):cancel())
+    end
   end)
 end)
 

@@ -173,6 +173,19 @@ describe("the wake socket", function()
     assert.matches("0 after close\tnot a socket\n", out) -- (closed, not left open)
   end)
 
+  -- A host that arms from within a callback (the rest of the batch is not
+  -- on the due list then) and dispatches with a limit: the timeouts left
+  -- over wake it, as they keep the pipe readable.
+  it("wakes a host armed during a dispatch that left timeouts over", function()
+    timer:close()
+    timer = hwtimer.new({ tick = 0.0001 })
+    udp = paired(timer)
+    for i = 1, 3 do timer:schedule(0, function() if i == 1 then timer:wake_arm() end end) end
+    assert.equal(1, timer:dispatch(1))
+    assert.equal("!", (receive(udp, 1)))
+    assert.equal(2, timer:dispatch())
+  end)
+
   it("raises on a stopped timer", function()
     timer:close()
     for _, m in ipairs({ "wake_socket", "wake_pair", "wake_arm" }) do
