@@ -94,3 +94,51 @@ describe("spec/mutants/list.lua", function()
     end
   end)
 end)
+
+-- The generated mutants' runner (spec/mutants/random.lua) the same way: its
+-- cover names spec files that exist and parts that name their tests (a part
+-- that names none runs nothing, and every mutant of the file survives it),
+-- and each equivalent skipped names a line its file still has.
+describe("spec/mutants/cover.lua and equivalents.lua", function()
+  local cover = dofile("spec/mutants/cover.lua")
+  local equivalents = dofile("spec/mutants/equivalents.lua")
+
+  it("cover each file of lua/ and csrc/ named with spec files that exist, parts naming their tests", function()
+    local CI_LUA = { ["5.1"] = 1, ["5.2"] = 1, ["5.3"] = 1, ["5.4"] = 1, jit = 1 }
+    local parts = {}
+    for file, specs in pairs(cover.map) do
+      assert.is_true(exists(file), "cover names no file " .. file)
+      assert.is_truthy(CI_LUA[specs.lua or "5.4"], file .. ": lua " .. tostring(specs.lua))
+      for _, spec in ipairs(specs) do
+        local path, part = spec:match("^([^#]+)#?(.*)$")
+        assert.is_true(path == "test-c" or exists(path), file .. ": no spec file " .. path)
+        if part ~= "" and (specs.lua or "5.4") == KIND then parts[#parts + 1] = { file, path, part } end
+      end
+    end
+    local names = {}
+    for _, p in ipairs(parts) do
+      if not names[p[2]] then
+        names[p[2]] = {}
+        for _, line in ipairs(helpers.lines_of(string.format("busted --lua=%s --list %s 2>&1", LUA, p[2]))) do
+          local name = line:match("^%S+:%d+: (.+)$")
+          if name then names[p[2]][#names[p[2]] + 1] = name end
+        end
+      end
+      assert.is_true(matches_one(names[p[2]], p[3]), p[1] .. ": no test of " .. p[2] .. " has " .. p[3] .. " in its name")
+    end
+  end)
+
+  it("name a line each file still has (after the line `after` names), a change, and why", function()
+    for i, e in ipairs(equivalents) do
+      local where = "equivalent " .. i .. " (" .. e.file .. ")"
+      assert.is_true(exists(e.file), where .. ": no such file")
+      local lines, found = helpers.lines_of("cat " .. e.file), false
+      for n, l in ipairs(lines) do
+        found = found or (l == e.from and (e.after == nil or lines[n - 1] == e.after))
+      end
+      assert.is_true(found, where .. ": no line " .. e.from)
+      assert.are_not.equal(e.from, e.to, where)
+      assert.is_true(type(e.reason) == "string" and #e.reason > 20, where .. ": no reason")
+    end
+  end)
+end)
