@@ -29,6 +29,15 @@ end
 local LUA = os.getenv("HWT_LUA") or "lua5.4"
 local KIND = LUA:find("jit", 1, true) and "jit" or LUA:match("5%.%d")
 
+-- The repeat runs (the rocks, the sanitizers, valgrind: HWT_QUICK or
+-- HWT_SLOW) leave some tests pending, which busted then lists by the pending
+-- line alone: the filters are looked at in the plain runs of each Lua.
+local REPEAT = os.getenv("HWT_QUICK") or os.getenv("HWT_SLOW")
+local function names_checked()
+  if REPEAT then pending("filters are looked at in the plain runs of each Lua (here some tests are left out)") end
+  return not REPEAT
+end
+
 local function test_names()
   local files, seen = {}, {}
   for _, m in ipairs(list) do
@@ -80,6 +89,7 @@ describe("spec/mutants/list.lua", function()
   end)
 
   it("runs each mutant on a Lua CI has, against spec files that exist, with filters that name their tests", function()
+    if not names_checked() then return end
     local names = test_names()
     for i, m in ipairs(list) do
       local where = "entry " .. i .. " (" .. m.name .. ")"
@@ -104,6 +114,7 @@ describe("spec/mutants/cover.lua and equivalents.lua", function()
   local equivalents = dofile("spec/mutants/equivalents.lua")
 
   it("cover each file of lua/ and csrc/ named with spec files that exist, parts naming their tests", function()
+    if not names_checked() then return end
     local CI_LUA = { ["5.1"] = 1, ["5.2"] = 1, ["5.3"] = 1, ["5.4"] = 1, jit = 1 }
     local parts = {}
     for file, specs in pairs(cover.map) do
