@@ -48,6 +48,19 @@ describe("hwtimer.sqlite", function()
     return n
   end
 
+  it("prepares nothing from a text without a statement, saying so, and refuses bad SQL with SQLite's message",
+    function()
+    local db = assert(sqlite.open(":memory:"))
+    for _, sql in ipairs({ "", "   ", "-- a comment", "/* another */" }) do
+      assert.same({ n = 2, nil, "no statement in the text" }, table.pack and table.pack(db:prepare(sql))
+        or { n = select("#", db:prepare(sql)), db:prepare(sql) }, sql)
+    end
+    local st, err = db:prepare("SELEC 1")
+    assert.is_nil(st)
+    assert.matches("syntax error", err, 1, true)
+    db:close()
+  end)
+
   it("binds, steps and resets in one call; a bad value raises and leaves no binding behind", function()
     local db = assert(sqlite.open(":memory:"))
     assert(db:exec("CREATE TABLE t (a TEXT, b TEXT)"))
