@@ -35,7 +35,8 @@ for i in (os.getenv("HWT_MUTANT_ONLY") or ""):gmatch("%d+") do ONLY = ONLY or {}
 local FILTER_OUT = {}
 for part in (os.getenv("HWT_MUTANT_FILTER_OUT") or ""):gmatch("[^|]+") do FILTER_OUT[#FILTER_OUT + 1] = part end
 
-local cover = dofile("spec/mutants/cover.lua").cover
+local covers = dofile("spec/mutants/cover.lua")
+local cover, ring = covers.cover, covers.ring
 
 -- The Lua versions a line of C is compiled for: the #if LUA_VERSION_NUM
 -- conditions around it (any other condition is taken as true). A mutant in
@@ -261,6 +262,7 @@ for i, m in ipairs(sample) do
       result = "stillborn (does not build)"
     else
       local ok, failed, out = run_cover(v, specs)
+      local first_v = v
       -- A survivor on 5.4 is tried on 5.1 too, where the code takes the
       -- branches of a Lua without string.pack, integers or uservalues
       -- (LuaJIT's, in nginx), if its line is compiled there; one of a Lua
@@ -271,8 +273,15 @@ for i, m in ipairs(sample) do
         v = "5.1"
         ok, failed, out = run_cover(v, specs)
       end
+      -- Then the rest of its area's spec files, on the Lua it ran first.
+      local more = ok and ring(m.file, specs) or {}
+      if #more > 0 then
+        v = first_v
+        ok, failed, out = C.run_specs(dir, v, more, LIMIT, nil, FILTER_OUT)
+        failed = (failed:match("^(%S+)") or failed) .. (ok and "" or " (its area's other specs)")
+      end
       if ok then
-        result = "survived " .. table.concat(specs, " ")
+        result = "survived " .. table.concat(specs, " ") .. (#more > 0 and " and its area's " .. #more .. " others" or "")
       else
         C.write(path, original)
         local first = failed:match("^(%S+)")
