@@ -458,6 +458,31 @@ describe("hwtimer.durable", function()
     end)
   end)
 
+  -- q:wake() (another process said a job is due now): one poll of the
+  -- store in a timeout of the queue's timer, however many wake-ups come
+  -- before it runs; none once the queue is closed.
+  describe("q:wake", function()
+    it("polls the store once for the wake-ups before that poll, and not at all once closed", function()
+      q = assert(open({ poll = 60, sweep = 60 }))
+      timer:run(0.05) -- (the open's first looks are done)
+      local e, polls = durable.engine(q), 0
+      local changes = e.changes
+      e.changes = function(...)
+        polls = polls + 1
+        return changes(...)
+      end
+      for round = 1, 2 do
+        for _ = 1, 5 do q:wake() end
+        timer:run(0.05)
+        assert.equal(round, polls)
+      end
+      q:close()
+      q:wake()
+      timer:run(0.05)
+      assert.equal(2, polls)
+    end)
+  end)
+
   -- SQLite holds a batch's cancels in its transaction: they are rolled back
   -- with it (Redis sends them at once: spec/durable/runs.lua leaves them out).
   describe("q:batch", function()
