@@ -229,7 +229,11 @@ static void op_move(struct model *m, int i)
 	uint64_t room = HWT_TICK_MAX - m->w.now, delay = 1 + random_delay(m);
 	if (delay > room)
 		delay = room;
-	hwt_wheel_move(&m->w, &m->node[i], m->w.now + delay);
+	uint32_t slot = m->node[i].slot;
+	int kept = hwt_wheel_move(&m->w, &m->node[i], m->w.now + delay);
+	/* 1 only where the node stayed in its slot (its expiry alone changed) */
+	if (kept != 0 && !(kept == 1 && m->node[i].slot == slot && m->node[i].expires == m->w.now + delay))
+		fail(m, "move said the node stayed in its slot, and it did not, or said neither 0 nor 1");
 	m->state[i] = m->node[i].slot == HWT_SLOT_DUE ? IN_DUE : IN_WHEEL;
 }
 

@@ -223,6 +223,13 @@ describe("hwtimer.durable", function()
         "bad argument #2 to 'open' (option 'queue': non-empty string expected)")
       assert.has_error(function() durable.open(timer, { path = path, sync = "off" }) end,
         "bad argument #2 to 'open' (option 'sync': 'normal' or 'full' expected)")
+      for _, v in ipairs({ -1e-9, 86400 + 1e-9, 0 / 0 }) do
+        assert.has_error(function() durable.open(timer, { path = path, busy_timeout = v }) end,
+          "bad argument #2 to 'open' (option 'busy_timeout': number of seconds from 0 to 86400 expected)")
+      end
+      for _, v in ipairs({ 0, 86400 }) do -- (both ends taken)
+        assert(durable.open(timer, { path = path, busy_timeout = v })):close()
+      end
       assert.has_error(function() durable.open(timer, { path = path, on_error = 1 }) end,
         "bad argument #2 to 'open' (option 'on_error': function expected)")
       assert.has_error(function() durable.open(timer, { path = path, backoff = { delay = -1 } }) end,

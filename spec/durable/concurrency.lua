@@ -99,6 +99,24 @@ return function(env)
       assert.equal(0, q:pending())
     end)
 
+    -- A claim takes at most `batch` rows: one that comes back full is
+    -- followed by another at once, until every worker has a job.
+    it("fills every worker though a claim takes at most `batch`", function()
+      local q = assert(env.open({ concurrency = 6, batch = 2, sweep = 60, poll = 60 }))
+      local running, most, ran = 0, 0, 0
+      q:handle("k", function()
+        running = running + 1
+        if running > most then most = running end
+        cqueues.sleep(0.1)
+        running = running - 1
+        ran = ran + 1
+      end)
+      due_now(q, 12)
+      on_cqueues(function() return ran == 12 end)
+      assert.equal(12, ran)
+      assert.equal(6, most)
+    end)
+
     it("keeps the leases of handlers still running after q:close(): another process does not run their jobs", function()
       local q = assert(env.open({ concurrency = 2, sweep = 60, lease = 0.5 }))
       local runs, ended = {}, false

@@ -154,4 +154,9 @@ return {
   { file = "lua/hwtimer/ngx.lua", from = "  if gen > 0 then", to = "  if gen >= 0 then",
     reason = "the first dispatcher (generation 0) sets took and timers_full to what new() left them (0, math.huge); "
       .. "its one post of took_over is taken by the first handover's wait, whose loop checks took again and waits on" },
+  { file = "lua/hwtimer/durable.lua",
+    from = "  if not self._batching and due < self._loaded_until then loaded(self, key, due) end -- (a batch's: at its end)",
+    to = "  if not self._batching and due <= self._loaded_until then loaded(self, key, due) end -- (a batch's: at its end)",
+    reason = "as in schedule's fast path: a job due exactly at the window's end is loaded now or by the next refill, "
+      .. "which reads from just before that end; window.load keys it once either way" },
 }

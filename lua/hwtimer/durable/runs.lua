@@ -542,11 +542,14 @@ function runs.pass(self, min_cutoff)
     end
     return runs.release(self)
   end
-  take(self, rows, n)
+  -- (the next pass is asked for before the rows start: take may run the
+  -- first in this callback, and a handler that waits would hold the rest of
+  -- this function, and the claims that fill the other workers, till its end)
   if self._rerun or (self._more and claimed >= self._batch) then
     self._rerun = false
     soon(self)
   end
+  take(self, rows, n)
 end
 
 return runs
