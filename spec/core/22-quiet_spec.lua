@@ -15,7 +15,11 @@ local function count() ran = ran + 1 end
 local CASES = {
   { "resets, schedules and cancels on a timer with no wake-up hook nor wake socket", [[
     local t = timer:schedule(10, count)
+    timer:timeout() -- (as a host that sleeps on the descriptor asks, before and between)
     for i = 1, 10000 do t:reset(i % 2 == 0 and 5 or 0.001) end
+    timer:timeout()
+    timer:schedule(0, count)
+    timer:timeout()
     local e = timer:every(0.002, count)
     for _ = 1, 1000 do e:reset(0.001) end
     for i = 1, 1000 do timer:schedule(i % 3 == 0 and 0 or 0.001, count):cancel() end

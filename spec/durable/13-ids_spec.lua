@@ -25,6 +25,17 @@ describe("hwtimer.durable.ids", function()
     assert.are_not.equal(a:sub(13, 20), b:sub(13, 20))
   end)
 
+  -- (the fallback below seeds math.random: where the kernel gives the
+  -- bits, the user's random sequence is left alone)
+  it("takes its tag from /dev/urandom, leaving math.random's sequence as it was", function()
+    math.randomseed(42)
+    local expected = { math.random(1, 1e6), math.random(1, 1e6), math.random(1, 1e6) }
+    math.randomseed(42)
+    local first = math.random(1, 1e6)
+    ids.generator(clock({ 0 }))
+    assert.same(expected, { first, math.random(1, 1e6), math.random(1, 1e6) })
+  end)
+
   it("makes its tag from what differs between processes where /dev/urandom cannot be read", function()
     local open = io.open
     io.open = function(path, ...) -- luacheck: ignore 122 (a stand-in for a machine without it)

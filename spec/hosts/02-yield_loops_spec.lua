@@ -634,6 +634,7 @@ describe("hwtimer.copas: callbacks may use copas sockets", function()
     timer:schedule(0.05, function(t) t:timer():close() end)
     glue.loop(timer, 0.01, opts)
     assert.equal(1, n)
+    assert.same({}, errors) -- (the close is no callback's error)
     assert.equal(0, glue.step(timer)) -- harmless after close
   end)
 end)

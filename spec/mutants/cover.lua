@@ -21,7 +21,7 @@ local COVER = {
   ["csrc/ldispatch.c"] = { "spec/core/23-wakeup_spec.lua", "spec/core/04-dispatch_spec.lua", "spec/core/03-timeout_spec.lua",
     "spec/core/21-take_spec.lua", "spec/core/08-stats_spec.lua", "spec/core/07-poll_spec.lua", "spec/core/16-gc_step_spec.lua" },
   ["csrc/ltimer.c"] = { "spec/core/03-timeout_spec.lua", "spec/core/06-stop_spec.lua", "spec/core/07-poll_spec.lua",
-    "spec/core/23-wakeup_spec.lua" },
+    "spec/core/23-wakeup_spec.lua", "spec/core/22-quiet_spec.lua" },
   ["csrc/lstats.c"] = { "spec/core/08-stats_spec.lua", "spec/core/20-metrics_spec.lua" },
   ["csrc/lbase.c"] = { "spec/core/11-badinput_spec.lua", "spec/core/06-stop_spec.lua", "spec/core/02-schedule_spec.lua" },
   ["csrc/lbase.h"] = { "spec/core/11-badinput_spec.lua", "spec/core/06-stop_spec.lua", "spec/core/02-schedule_spec.lua" },

@@ -159,4 +159,9 @@ return {
     to = "  if not self._batching and due <= self._loaded_until then loaded(self, key, due) end -- (a batch's: at its end)",
     reason = "as in schedule's fast path: a job due exactly at the window's end is loaded now or by the next refill, "
       .. "which reads from just before that end; window.load keys it once either way" },
+  { file = "lua/hwtimer/durable/window.lua", from = "  self._next_sweep = now + self._sweep",
+    to = "  self._next_sweep = now - self._sweep",
+    reason = "the open's first sweep comes at the first poll in place of a sweep later: one pass more, which claims "
+      .. "what is due as the open's own pass (window.soon) has just done; what comes due after is claimed by the "
+      .. "window's loaded timeouts and the polls' loads either way" },
 }
