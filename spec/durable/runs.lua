@@ -332,6 +332,22 @@ return function(env)
       assert.truthy(wait(function() return ran end))
       assert.equal(1, ran.attempt)
     end)
+
+    it("stays unclaimed once its kind's handler is taken away, while the other kinds go on", function()
+      local q = assert(env.open({ sweep = 0.05 }))
+      local ran = {}
+      for _, kind in ipairs({ "a", "b", "c" }) do q:handle(kind, function(j) ran[#ran + 1] = j.kind end) end
+      q:handle("b", nil)
+      local b = q:schedule("b", 0)
+      for _, kind in ipairs({ "a", "c" }) do q:schedule(kind, 0) end
+      assert.truthy(wait(function() return #ran == 2 end))
+      idle(0.2)
+      table.sort(ran)
+      assert.same({ "a", "c" }, ran)
+      local job = q:get(b)
+      assert.equal(0, job.attempt)
+      assert.is_nil(job.leased)
+    end)
   end)
 
   describe("a job due now", function()
