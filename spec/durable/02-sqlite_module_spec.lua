@@ -48,6 +48,17 @@ describe("hwtimer.sqlite", function()
     return n
   end
 
+  it("sets busy_timeout to the nearest millisecond, as SQLite reads it back", function()
+    local db = assert(sqlite.open(":memory:"))
+    for _, c in ipairs({ { 0, 0 }, { 0.05, 50 }, { 0.0015, 2 }, { 0.0014, 1 }, { 2.5, 2500 }, { 86400, 86400000 } }) do
+      db:busy_timeout(c[1])
+      assert.equal(c[2], (assert(db:prepare("PRAGMA busy_timeout")):first()), c[1] .. " s")
+    end
+    assert.has_error(function() db:busy_timeout(-1) end,
+      "bad argument #1 to 'busy_timeout' (number of seconds from 0 to 86400 expected)")
+    db:close()
+  end)
+
   it("prepares nothing from a text without a statement, saying so, and refuses bad SQL with SQLite's message",
     function()
     local db = assert(sqlite.open(":memory:"))
