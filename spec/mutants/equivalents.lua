@@ -164,4 +164,10 @@ return {
     reason = "the open's first sweep comes at the first poll in place of a sweep later: one pass more, which claims "
       .. "what is due as the open's own pass (window.soon) has just done; what comes due after is claimed by the "
       .. "window's loaded timeouts and the polls' loads either way" },
+  { file = "lua/hwtimer/durable/runs.lua",
+    from = "  if self._rerun or (self._more and claimed >= self._batch) then",
+    to = "  if self._rerun or (self._more or claimed >= self._batch) then",
+    reason = "a claim can take no more than the room (_more: it filled it), so the one pass more this asks for "
+      .. "finds no room, and at most writes waiting acknowledgements before their ack_delay, as a claim would "
+      .. "have carried them: a store round trip sooner, no job run otherwise" },
 }
