@@ -616,28 +616,33 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
   -- Callbacks that wait keep their timer contexts running: with a steady
   -- stream of them the handed-over contexts reach lua_max_running_timers,
   -- and nginx drops each fresh dispatcher after that.
+  -- (a round's p99 of 4,000 is its worst burst of 200: one stall of the VM
+  -- moves it, so a miss is measured once more, in a fresh nginx, as
+  -- helpers.miss_twice does for the punctual specs; missed twice, it fails)
   it("keeps callbacks on time at lua_max_running_timers: a handover nginx would drop is not tried again and again", function()
-    ngx_.stop()
-    ngx_ = nil
-    start(10000, 4, 50) -- a handover every 50 runners: 80 tried
-    assert.equal(200, (N.get(port, "/stream?n=4000&span=2&burst=200")))
-    local m
-    local limit = socket.gettime() + 10
-    repeat
-      socket.sleep(0.1)
-      m = N.numbers(select(2, N.get(port, "/stream_stats")))
-    until m[1] >= 4000 or socket.gettime() > limit
-    print(string.format("\n    4,000 callbacks waiting 1 s each, 200 due at once every 0.1 s, 4 running timers at most, runner_runs 50: " ..
-      "lateness p99 %.1f ms, max %.1f ms, %d handovers", m[2] * 1e3, m[3] * 1e3, m[4]))
-    local log = ngx_.log()
-    local _, alerts = log:gsub("lua_max_running_timers are not enough", "")
-    print(string.format("    handovers nginx dropped (its alerts): %d", alerts))
-    assert.equal(4000, m[1])
-    assert.is_true(m[2] <= 0.02, "p99 lateness " .. m[2])
-    -- one tried a second, not one every 50 runners (each an alert in error.log)
-    assert.is_true(alerts <= 5, "handovers nginx dropped: " .. alerts)
-    assert.is_nil(log:find("without delayed events patch", 1, true), log) -- (ngx.sleep(0) in Debian's nginx)
-    assert.is_nil(log:find("exited on signal", 1, true), log)
+    assert.is_false(helpers.miss_twice(function()
+      ngx_.stop()
+      ngx_ = nil
+      start(10000, 4, 50) -- a handover every 50 runners: 80 tried
+      assert.equal(200, (N.get(port, "/stream?n=4000&span=2&burst=200")))
+      local m
+      local limit = socket.gettime() + 10
+      repeat
+        socket.sleep(0.1)
+        m = N.numbers(select(2, N.get(port, "/stream_stats")))
+      until m[1] >= 4000 or socket.gettime() > limit
+      print(string.format("\n    4,000 callbacks waiting 1 s each, 200 due at once every 0.1 s, 4 running timers at most, " ..
+        "runner_runs 50: lateness p99 %.1f ms, max %.1f ms, %d handovers", m[2] * 1e3, m[3] * 1e3, m[4]))
+      local log = ngx_.log()
+      local _, alerts = log:gsub("lua_max_running_timers are not enough", "")
+      print(string.format("    handovers nginx dropped (its alerts): %d", alerts))
+      assert.equal(4000, m[1])
+      -- one tried a second, not one every 50 runners (each an alert in error.log)
+      assert.is_true(alerts <= 5, "handovers nginx dropped: " .. alerts)
+      assert.is_nil(log:find("without delayed events patch", 1, true), log) -- (ngx.sleep(0) in Debian's nginx)
+      assert.is_nil(log:find("exited on signal", 1, true), log)
+      return m[2] > 0.02 and ("p99 lateness %.1f ms, over 20 ms"):format(m[2] * 1e3)
+    end))
   end)
 
   -- Every handed-over context whose callbacks still wait is a running timer:
