@@ -77,18 +77,25 @@ return function(env)
       assert(cq:loop())
     end
 
-    it("runs up to `concurrency` handlers at once where they wait (cqueues), each job once", function()
-      local q = assert(env.open({ concurrency = 4, sweep = 60 }))
+    -- n jobs due at once whose handlers each wait `secs` on cqueues: the ids
+    -- in the order they ended, and the most that ran at once.
+    local function run_waiting(q, n, secs)
       local running, most, ran = 0, 0, {}
       q:handle("k", function(job)
         running = running + 1
         if running > most then most = running end
-        cqueues.sleep(0.05)
+        cqueues.sleep(secs)
         running = running - 1
         ran[#ran + 1] = job.id
       end)
-      due_now(q, 12)
-      on_cqueues(function() return #ran == 12 end)
+      due_now(q, n)
+      on_cqueues(function() return #ran == n end)
+      return ran, most
+    end
+
+    it("runs up to `concurrency` handlers at once where they wait (cqueues), each job once", function()
+      local q = assert(env.open({ concurrency = 4, sweep = 60 }))
+      local ran, most = run_waiting(q, 12, 0.05)
       assert.equal(12, #ran)
       assert.equal(4, most)
       local seen = {}
@@ -102,18 +109,10 @@ return function(env)
     -- A claim takes at most `batch` rows: one that comes back full is
     -- followed by another at once, until every worker has a job.
     it("fills every worker though a claim takes at most `batch`", function()
+      -- (each waits longer than the three claims that fill the workers take, valgrind's too)
       local q = assert(env.open({ concurrency = 6, batch = 2, sweep = 60, poll = 60 }))
-      local running, most, ran = 0, 0, 0
-      q:handle("k", function()
-        running = running + 1
-        if running > most then most = running end
-        cqueues.sleep(0.1 * SLOW) -- (longer than the three claims that fill the workers take, valgrind's too)
-        running = running - 1
-        ran = ran + 1
-      end)
-      due_now(q, 12)
-      on_cqueues(function() return ran == 12 end)
-      assert.equal(12, ran)
+      local ran, most = run_waiting(q, 12, 0.1 * SLOW)
+      assert.equal(12, #ran)
       assert.equal(6, most)
     end)
 
