@@ -120,11 +120,15 @@ describe("spec/mutants/cover.lua and equivalents.lua", function()
     for file, specs in pairs(cover.map) do
       assert.is_true(exists(file), "cover names no file " .. file)
       assert.is_truthy(CI_LUA[specs.lua or "5.4"], file .. ": lua " .. tostring(specs.lua))
-      for _, spec in ipairs(specs) do
-        local path, part = spec:match("^([^#]+)#?(.*)$")
-        assert.is_true(path == "test-c" or exists(path), file .. ": no spec file " .. path)
-        if part ~= "" and (specs.lua or "5.4") == KIND then parts[#parts + 1] = { file, path, part } end
+      local function check(named, lua)
+        for _, spec in ipairs(named) do
+          local path, part = spec:match("^([^#]+)#?(.*)$")
+          assert.is_true(path == "test-c" or exists(path), file .. ": no spec file " .. path)
+          if part ~= "" and lua == KIND then parts[#parts + 1] = { file, path, part } end
+        end
       end
+      check(specs, specs.lua or "5.4")
+      check(specs.ngx or {}, "jit")
     end
     local names = {}
     for _, p in ipairs(parts) do

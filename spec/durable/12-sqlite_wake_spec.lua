@@ -127,6 +127,26 @@ describe("hwtimer.durable.sqlite_wake: wake-ups from another process's writes", 
     attached.detach()
   end)
 
+  it("counts a write of the file itself and of its -wal, and of no name that only starts alike", function()
+    local base = dir .. "/plain.db"
+    local function write(name)
+      local f = assert(io.open(name, "a"))
+      f:write("x")
+      f:close()
+    end
+    write(base)
+    local w = assert(sqlite.watch(base))
+    for _, name in ipairs({ "plain.d", "plain.dbx", "plain.db-wa", "plain.db-walx", "plain.db-shm" }) do
+      write(dir .. "/" .. name)
+      assert.equal(0, w:drain(), name)
+    end
+    write(base) -- (a journal mode other than WAL writes the file itself)
+    assert.is_true(w:drain() > 0, "the file")
+    write(base .. "-wal")
+    assert.is_true(w:drain() > 0, "its -wal")
+    w:close()
+  end)
+
   it("takes a write of the file or its -wal only, and says why it cannot listen", function()
     local w = assert(sqlite.watch(path))
     assert.equal(0, w:drain())

@@ -4,8 +4,9 @@
 -- tests of its file.
 -- Which specs cover a file, and on which Lua: the files only nginx runs on
 -- LuaJIT with the nginx specs, hwtimer.copas on 5.2 (Debian's copas is for
--- 5.1 and 5.2 only: on 5.4 its specs are pending), the rest on 5.4. Kept to a few spec files
--- each, the ones that exercise the file most, so that a mutant takes well
+-- 5.1 and 5.2 only: on 5.4 its specs are pending), the rest on 5.4; `ngx`,
+-- for a file plain Lua and nginx both run, the nginx specs that a survivor
+-- of the rest runs on LuaJIT. Kept to a few spec files each, the ones that exercise the file most, so that a mutant takes well
 -- under a minute when it is caught.
 -- "test-c": the C core's own tests (make test-c: the wheel against its
 -- model, the worker), first for the files they build: they take seconds.
@@ -54,7 +55,8 @@ local COVER = {
   ["lua/hwtimer/jobs_cli_redis.lua"] = { "spec/tools/01-jobs_cli_spec.lua", "spec/tools/03-jobs_cli_redis_auth_spec.lua",
     "spec/durable/08-redis_upgrade_spec.lua#refuses a store of format" },
   ["lua/hwtimer/durable/redis_client.lua"] = { "spec/durable/09-redis_auth_spec.lua", "spec/durable/07-redis_entry_spec.lua",
-    "spec/durable/03-redis_spec.lua#stamps", "spec/durable/03-redis_spec.lua#SCRIPT FLUSH" },
+    "spec/durable/03-redis_spec.lua#stamps", "spec/durable/03-redis_spec.lua#SCRIPT FLUSH",
+    ngx = { "spec/durable/06-nginx_batch_spec.lua" } },
   ["lua/hwtimer/durable/redis.lua"] = { REDIS[1], REDIS[2], "spec/durable/11-redis_wake_spec.lua" },
   ["lua/hwtimer/durable/ids.lua"] = { "spec/durable/13-ids_spec.lua", "spec/durable/01-sqlite_spec.lua" },
   ["lua/hwtimer/durable/redis_open.lua"] = { "spec/durable/08-redis_upgrade_spec.lua", "spec/durable/03-redis_spec.lua" },

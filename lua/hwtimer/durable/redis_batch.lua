@@ -137,7 +137,6 @@ local function wait(self, e)
   end
   -- the sender of the round trip before is gone: e sends next
   table.insert(self.line, 1, e)
-  e.lead = true
   return true
 end
 
