@@ -85,6 +85,9 @@ describe("hwtimer-jobs", function()
         { { "--redis", "unix://host/redis.sock", "counts" }, "bad --redis 'unix://host/redis.sock': " .. REDIS_FORMS },
         { { "--redis", "unix:/r.sock?db=x", "counts" }, "bad --redis 'unix:/r.sock?db=x': " .. REDIS_FORMS },
         { { "--redis", "unix:/r.sock?db=", "counts" }, "bad --redis 'unix:/r.sock?db=': " .. REDIS_FORMS },
+        -- (a database of up to 9 digits is Redis's to refuse, below; 10 are not read)
+        { { "--redis", "unix:/r.sock?db=1000000000", "counts" }, "bad --redis 'unix:/r.sock?db=1000000000': " .. REDIS_FORMS },
+        { { "--redis", "h:6379/1000000000", "counts" }, "bad --redis 'h:6379/1000000000': " .. REDIS_FORMS },
         { { "--redis", "h:6379", "--queue", "", "counts" }, "bad --queue '': a non-empty queue name expected" },
         { words(P, "unknown\ncommand"), "unknown command 'unknown\\ncommand'" },
       }
@@ -559,6 +562,10 @@ describe("hwtimer-jobs", function()
         1 }, { jobs({ "--redis", "unix:" .. nowhere, "ls" }) })
       assert.same({ "", "hwtimer-jobs: Redis at unix:" .. server.socket .. "?db=99: ERR DB index is out of range\n", 1 },
         { jobs({ "--redis", "unix://" .. server.socket .. "?db=99", "counts" }) })
+      assert.same({ "", "hwtimer-jobs: Redis at unix:" .. server.socket .. "?db=999999999: ERR DB index is out of range\n",
+        1 }, { jobs({ "--redis", "unix:" .. server.socket .. "?db=999999999", "counts" }) })
+      assert.same({ "", "hwtimer-jobs: Redis at " .. where .. "/999999999: ERR DB index is out of range\n", 1 },
+        { jobs({ "--redis", where .. "/999999999", "counts" }) })
     end)
 
     it("reaches a store over the server's unix socket, in the database asked for", function()
