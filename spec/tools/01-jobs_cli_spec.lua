@@ -230,6 +230,19 @@ describe("hwtimer-jobs", function()
       assert.equal(2, #l)
       assert.equal(long:sub(1, 60 + 27) .. "...", l[2]:match("  1  (.*)$"))
       assert.equal(long, json_of(cli("--json", "ls", "--state", "dead")).jobs[1].error)
+      -- 60 characters are shown whole, 61 cut
+      local sixty = ("\195\169"):rep(30) .. ("y"):rep(30)
+      for id, msg in pairs({ e2 = sixty, e3 = sixty .. "z" }) do
+        assert(q:schedule("mail", -1, msg, { id = id }))
+      end
+      q:handle("mail", function(job) error(job.payload, 0) end)
+      assert.truthy(wait(function() return q:get("e2").dead and q:get("e3").dead end))
+      l = lines(cli("ls", "--state", "dead"))
+      assert.equal(4, #l)
+      local shown = {}
+      for i = 2, 4 do shown[l[i]:match("^(%S+)")] = l[i]:match("  1  (.*)$") end
+      assert.equal(sixty, shown.e2)
+      assert.equal(sixty:sub(1, 60 + 27) .. "...", shown.e3) -- (30 two-byte characters, then 27)
     end)
 
     it("show: every field, the payload quoted and escaped; as JSON the same", function()
