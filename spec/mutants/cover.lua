@@ -57,7 +57,8 @@ local COVER = {
   ["lua/hwtimer/durable/redis_client.lua"] = { "spec/durable/09-redis_auth_spec.lua", "spec/durable/07-redis_entry_spec.lua",
     "spec/durable/03-redis_spec.lua#stamps", "spec/durable/03-redis_spec.lua#SCRIPT FLUSH",
     ngx = { "spec/durable/06-nginx_batch_spec.lua" } },
-  ["lua/hwtimer/durable/redis.lua"] = { REDIS[1], REDIS[2], "spec/durable/11-redis_wake_spec.lua" },
+  ["lua/hwtimer/durable/redis.lua"] = { REDIS[1], REDIS[2], "spec/durable/11-redis_wake_spec.lua",
+    ngx = { "spec/durable/06-nginx_batch_spec.lua", "spec/durable/04-nginx_spec.lua" } },
   ["lua/hwtimer/durable/ids.lua"] = { "spec/durable/13-ids_spec.lua", "spec/durable/01-sqlite_spec.lua" },
   ["lua/hwtimer/durable/redis_open.lua"] = { "spec/durable/08-redis_upgrade_spec.lua", "spec/durable/03-redis_spec.lua" },
   -- only nginx runs these
