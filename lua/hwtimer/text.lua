@@ -46,7 +46,6 @@ local function utf8_at(s, i)
   end
   return n
 end
-text.utf8_at = utf8_at
 
 --- Call piece(s, i, n) for each valid sequence and bad(byte) for each byte
 -- that starts none, in turn; the pieces' results, concatenated.
