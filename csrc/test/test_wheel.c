@@ -384,6 +384,36 @@ static void test_splices(void)
 	}
 }
 
+/* The checker the model leans on must look at every occupied slot: nodes
+ * in three slots side by side, each in turn recording the wrong slot, are
+ * each found. */
+static void test_check_sees_every_slot(void)
+{
+	struct hwt_wheel w;
+	struct hwt_node n[3];
+	int i;
+	if (hwt_wheel_init(&w, 2))
+		abort();
+	for (i = 0; i < 3; i++) {
+		hwt_node_init(&n[i]);
+		hwt_wheel_add(&w, &n[i], (uint64_t)i + 1);
+	}
+	if (hwt_wheel_check(&w)) {
+		fprintf(stderr, "test_wheel: FAIL: check: a sound wheel reads as broken\n");
+		abort();
+	}
+	for (i = 0; i < 3; i++) {
+		uint32_t slot = n[i].slot;
+		n[i].slot = n[(i + 1) % 3].slot;
+		if (!hwt_wheel_check(&w)) {
+			fprintf(stderr, "test_wheel: FAIL: check: node %d records the wrong slot, unseen\n", i);
+			abort();
+		}
+		n[i].slot = slot;
+	}
+	hwt_wheel_free(&w);
+}
+
 int main(int argc, char **argv)
 {
 	static struct model m; /* large: keep it off the stack */
@@ -394,6 +424,7 @@ int main(int argc, char **argv)
 	if (!m.rng)
 		m.rng = 1;
 	test_splices();
+	test_check_sees_every_slot();
 	for (g = 0; g < sizeof geometries / sizeof *geometries; g++)
 		run(&m, geometries[g], nops);
 	printf("test_wheel: %lu ops on each of %u geometries, %lu expiries checked\n",

@@ -116,6 +116,41 @@ return function(env)
       assert.equal(6, most)
     end)
 
+    -- A write of acknowledgements that fails is given back, with those made
+    -- while it was in flight (a store call yields in nginx, here in cqueues):
+    -- the next write carries both, and no job runs again.
+    it("keeps an acknowledgement made while a failed write was in flight: both written, each job run once", function()
+      local q = assert(env.open({ concurrency = 2, sweep = 60, poll = 60, ack_delay = 0.02 }))
+      local engine = durable.engine(q)
+      local failed, writing, j2_ended = false, false, false
+      for _, name in ipairs({ "ack", "claim" }) do
+        local real = engine[name]
+        engine[name] = function(e, acks, ...)
+          if not failed and #acks > 0 then
+            failed, writing = true, true
+            while not j2_ended do cqueues.sleep(0.002) end
+            return nil, "the store is down (the test's)"
+          end
+          return real(e, acks, ...)
+        end
+      end
+      local ran = {}
+      q:handle("k", function(job)
+        if job.id == "j2" then
+          while not writing do cqueues.sleep(0.002) end
+          j2_ended = true
+        end
+        ran[#ran + 1] = job.id
+      end)
+      due_now(q, 2)
+      on_cqueues(function() return failed and engine:get("j1") == nil and engine:get("j2") == nil end)
+      assert.is_true(failed, "no write failed")
+      assert.is_nil(engine:get("j1"), "j1 is not acknowledged")
+      assert.is_nil(engine:get("j2"), "j2 (acknowledged during the failed write) is not")
+      table.sort(ran)
+      assert.same({ "j1", "j2" }, ran)
+    end)
+
     it("keeps the leases of handlers still running after q:close(): another process does not run their jobs", function()
       local q = assert(env.open({ concurrency = 2, sweep = 60, lease = 0.5 }))
       local runs, ended = {}, false
