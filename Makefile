@@ -92,7 +92,7 @@ NGX_PACKAGES   := nginx libnginx-mod-http-lua luajit2 libluajit2-5.1-dev lua-soc
 # lua-check: luacheck (make lint, which make test runs first).
 LINT_PACKAGES  := lua-check
 
-.PHONY: sqlite all test test-all test-c test-spec test-rock lint demo bench bench-quick install clean \
+.PHONY: sqlite all test test-all test-c test-spec test-rock lint lint-c lint-c-one demo bench bench-quick install clean \
         deps deps-test deps-bench check check-model check-fuzz check-failalloc check-asan \
         check-tsan check-valgrind check-mutants check-mutants-random check-mutants-sample dist
 
@@ -173,7 +173,7 @@ deps-bench:
 # ---- tests ----------------------------------------------------------------------
 
 test: deps-test
-	$(MAKE) lint
+	$(MAKE) lint lint-c
 	$(MAKE) test-c test-all
 	$(MAKE) dist
 	$(MAKE) test-rock LUA_VERSION=5.4
@@ -184,6 +184,18 @@ test: deps-test
 lint:
 	@$(MAKE) --no-print-directory deps PACKAGES="$(LINT_PACKAGES)"
 	luacheck --no-color -q .
+
+# The C clean under $(WARN) at -O2 on each Lua's headers (compat.h differs):
+# any warning fails it (a variable unused, or one read before it is set).
+LINT_C_SRC := $(SRC) $(SQLITE_SRC) csrc/test/testutil.c csrc/test/failthread.c csrc/test/test_wheel.c \
+              csrc/test/test_worker.c
+lint-c:
+	@for v in $(ALL_VERSIONS); do $(MAKE) --no-print-directory lint-c-one LUA_VERSION=$$v || exit 1; done
+	@echo "lint-c: $(words $(LINT_C_SRC)) files clean on $(ALL_VERSIONS)"
+
+lint-c-one:
+	@for f in $(LINT_C_SRC); do \
+	  $(CC) $(WARN) -O2 -Werror -fPIC -I$(LUA_INCDIR) -c -o /dev/null $$f || exit 1; done
 
 test-all:
 	@for v in $(ALL_VERSIONS); do $(MAKE) --no-print-directory test-spec LUA_VERSION=$$v || exit 1; done

@@ -31,6 +31,23 @@ describe("take and done", function()
   end)
   after_each(function() timer:close() end)
 
+  it("done refuses what is not a timeout of this timer, naming what it got", function()
+    local other = hwtimer.new()
+    local theirs = other:schedule(10, function() end)
+    local function refused(v, got)
+      local ok, err = pcall(function() local r = timer:done(v) return r end) -- (no tail call: it names done)
+      assert.is_false(ok)
+      assert.equal("bad argument #1 to 'done' (hwtimer.timeout of this timer expected, got " .. got .. ")",
+        tostring(err):gsub("^[^:]*:%d+: ", ""))
+    end
+    refused(nil, "nil")
+    refused("t", "string")
+    refused({}, "table")
+    refused(timer, "hwtimer.timer")
+    refused(theirs, "hwtimer.timeout")
+    other:close()
+  end)
+
   it("never hands out a timeout while its callback runs: a reset there arms the run at done", function()
     local t0 = timer:schedule(0, function() end)
     local t = take_within(timer, 2)

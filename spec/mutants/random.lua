@@ -10,7 +10,8 @@
 -- without string.pack or integers: LuaJIT's in nginx), and a line of C is
 -- judged on a Lua it is compiled for.
 -- A mutant that does not load (Lua) or build (C; an implicit declaration is
--- an error) is stillborn, not counted.
+-- an error) is stillborn, not counted; one of C that builds with a warning
+-- is caught by make test's lint-c.
 -- A spec file that catches a mutant is run once on the unmutated tree too
 -- (once per run): if it fails there, its mutants are "unjudged", not caught.
 -- Fails when fewer than THRESHOLD % (default 90) of the counted mutants are
@@ -228,6 +229,15 @@ local function build(v)
     .. ">%s/build.log 2>&1", C.q(dir), v, C.q(dir)))
 end
 
+-- make test's lint-c: the C clean under the project's warnings (a deleted
+-- line that leaves a variable unset or unused is caught there).
+local function warning_free(v)
+  return C.sh(string.format("cd %s && make -s lint-c-one LUA_VERSION=%s >%s/lint-c.log 2>&1", C.q(dir), v, C.q(dir)))
+end
+local function warning(log)
+  return log:match("warning: ([^\n]*)") or log:match("error: ([^\n]*)") or "?"
+end
+
 -- The specs that cover a mutant on Lua v, one file at a time up to the
 -- first that fails: passed?, what failed, its log.
 local function run_cover(v, specs)
@@ -260,6 +270,8 @@ for i, m in ipairs(sample) do
       result = "stillborn (does not load)"
     elseif m.file:match("^csrc/") and not build(v) then
       result = "stillborn (does not build)"
+    elseif m.file:match("^csrc/") and not warning_free(v) then
+      result = "caught by make lint-c (a warning: " .. warning(C.read(dir .. "/lint-c.log")) .. ")"
     else
       local ok, failed, out = run_cover(v, specs)
       local first_v = v
