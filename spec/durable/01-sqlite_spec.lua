@@ -280,6 +280,10 @@ describe("hwtimer.durable", function()
         { function() local r = q.schedule({}, "k", 1) return r end,
           "calling 'schedule' on bad self (hwtimer.durable expected, got table)" },
         { function() local r = q.close({}) return r end, "calling 'close' on bad self (hwtimer.durable expected, got table)" },
+        { function() local r = durable.store_up({}) return r end,
+          "bad argument #1 to 'store_up' (hwtimer.durable expected, got table)" },
+        { function() local r = durable.engine("q") return r end,
+          "bad argument #1 to 'engine' (hwtimer.durable expected, got string)" },
       }
       for _, c in ipairs(cases) do helpers.raises_at(here, c[1], c[2]) end
       assert(q:batch(function(b)
