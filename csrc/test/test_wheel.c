@@ -414,6 +414,51 @@ static void test_check_sees_every_slot(void)
 	hwt_wheel_free(&w);
 }
 
+/* collect (a timer's stop) takes every node: one due, and one at each of
+ * the next 200 ticks (level 0's both rings, and levels above), from each
+ * of 64 starting ticks, so that each slot of the lower levels holds some at
+ * one start or another. Each is taken once, marked out of the wheel, and the
+ * wheel is left empty. */
+static void test_collect_takes_every_node(void)
+{
+	enum { NN = 201 };
+	static struct hwt_node n[NN];
+	uint64_t start;
+	for (start = 0; start < 64; start++) {
+		struct hwt_wheel w;
+		struct hwt_link all, *l;
+		int i, got = 0;
+		if (hwt_wheel_init(&w, 2))
+			abort();
+		hwt_wheel_advance(&w, start);
+		for (i = 0; i < NN; i++) {
+			hwt_node_init(&n[i]);
+			n[i].owner_byte = 0; /* (the owner's: init leaves it) */
+			if (i == 0)
+				hwt_wheel_add_due(&w, &n[i], start);
+			else
+				hwt_wheel_add(&w, &n[i], start + (uint64_t)i);
+		}
+		hwt_list_init(&all);
+		hwt_wheel_collect(&w, &all);
+		for (l = all.next; l != &all; l = l->next) {
+			struct hwt_node *x = hwt_container_of(l, struct hwt_node, link);
+			if (x->slot != HWT_SLOT_NONE || x->owner_byte++) {
+				fprintf(stderr, "test_wheel: FAIL: collect: node %d taken twice or still marked in\n",
+					(int)(x - n));
+				abort();
+			}
+			got++;
+		}
+		if (got != NN || hwt_wheel_next(&w) != UINT64_MAX || hwt_wheel_check(&w)) {
+			fprintf(stderr, "test_wheel: FAIL: collect from tick %d took %d of %d nodes, or left the wheel "
+				"unsound\n", (int)start, got, NN);
+			abort();
+		}
+		hwt_wheel_free(&w);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	static struct model m; /* large: keep it off the stack */
@@ -425,6 +470,7 @@ int main(int argc, char **argv)
 		m.rng = 1;
 	test_splices();
 	test_check_sees_every_slot();
+	test_collect_takes_every_node();
 	for (g = 0; g < sizeof geometries / sizeof *geometries; g++)
 		run(&m, geometries[g], nops);
 	printf("test_wheel: %lu ops on each of %u geometries, %lu expiries checked\n",

@@ -266,6 +266,40 @@ static void stop_while_driven(void)
 	expect(hwt_driver_count() == 0, "a stopped worker is still registered");
 }
 
+/* A worker started with a node already due soon (as one restarted after a
+ * fork keeps its wheel) goes before the workers already driven whose next
+ * wake-up is later: its node comes due on time, not at theirs. */
+static void started_with_an_earlier_deadline(void)
+{
+	static struct hwt_worker w[3];
+	static struct hwt_node n[3];
+	static const int64_t in_ms[3] = { 400, 500, 20 };
+	struct pollfd pfd;
+	int64_t now = hwt_clock_ns(), due = now + in_ms[2] * MS;
+	int i, ready;
+	for (i = 0; i < 3; i++) {
+		expect(hwt_worker_init(&w[i], MS, 9) == 0, "init");
+		hwt_node_init(&n[i]);
+		if (i < 2)
+			expect(hwt_worker_start(&w[i]) == 0, "start");
+		hwt_worker_add(&w[i], &n[i], hwt_worker_tick_at(&w[i], now + in_ms[i] * MS), now);
+	}
+	expect(hwt_worker_start(&w[2]) == 0, "start"); /* after its add: registered with its wake-up */
+	pfd.fd = w[2].fds[0];
+	pfd.events = POLLIN;
+	ready = poll(&pfd, 1, 300);
+	expect(ready == 1, "a worker started with a node due in 20 ms was not woken in 300 ms");
+	expect(hwt_clock_ns() >= due, "woken before its node was due");
+	for (i = 0; i < 3; i++) {
+		struct hwt_link all;
+		hwt_worker_stop(&w[i]);
+		hwt_list_init(&all);
+		hwt_worker_collect(&w[i], &all);
+		hwt_worker_destroy(&w[i]);
+	}
+	expect(hwt_driver_count() == 0, "a stopped worker is still registered");
+}
+
 int main(void)
 {
 	host_takes_a_level0_expiry();
@@ -274,7 +308,8 @@ int main(void)
 	tick_arithmetic_is_exact();
 	many_workers_one_driver();
 	stop_while_driven();
+	started_with_an_earlier_deadline();
 	printf("test_worker: the host's side of a worker; many workers on one driver\n%d passed, %d failed\n",
-	       failures ? 0 : 6, failures);
+	       failures ? 0 : 7, failures);
 	return failures != 0;
 }
