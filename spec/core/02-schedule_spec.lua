@@ -24,6 +24,20 @@ describe("timer:schedule", function()
     assert.equal(3, got[4])
   end)
 
+  -- (the arguments live in the handle or in a table beside it, by Lua
+  -- version: a full collection between schedule and run walks them all)
+  it("keeps each of 2,000 timeouts' arguments through full collections", function()
+    local runs, total, n = 0, 0, 2000
+    for i = 1, n do
+      timer:schedule(0, function(_, a, b) runs, total = runs + 1, total + a + b[1] end, i, { i })
+    end
+    collectgarbage()
+    collectgarbage()
+    timer:run(2)
+    collectgarbage()
+    assert.same({ n, n * (n + 1) }, { runs, total })
+  end)
+
   it("passes up to 200 arguments, one-shot and periodic", function()
     local args = {}
     for i = 1, 200 do args[i] = i end

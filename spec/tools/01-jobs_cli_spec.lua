@@ -361,6 +361,12 @@ describe("hwtimer-jobs", function()
       assert.matches("^hourly%s+report%s+1h%s+" .. ISO .. "%s+in [%dhms]+%s+0%s+0  pending$", l[3])
       assert.matches("^nightly%s+backup%s+30 2 %* %* %* Europe/Berlin%s+2100%-01%-01T01:30:00%.000Z%s+in %d+d%d*h?%s+0%s+0  pending$",
         l[4])
+      -- RUNS and ATTEMPT are numbers: set right, each ending under its heading's last letter
+      local runs_end, attempt_end = select(2, l[1]:find("RUNS", 1, true)), select(2, l[1]:find("ATTEMPT", 1, true))
+      for i = 2, 4 do
+        assert.same({ "0", "0" }, { l[i]:sub(runs_end, runs_end), l[i]:sub(attempt_end, attempt_end) }, l[i])
+      end
+      assert.equal("0/10", l[2]:sub(runs_end - 3, runs_end))
       local doc = json_of(cli("--json", "schedules"))
       assert.equal(3, #doc.schedules)
       local due = q:get("sweeper").due
