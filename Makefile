@@ -136,6 +136,11 @@ $(CBUILD)/test_worker: csrc/test/test_worker.c $(CORE_SRC) $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -o $@ csrc/test/test_worker.c $(CORE_SRC) $(LDLIBS)
 
+# The same with the pipe that systems without eventfd get.
+$(CBUILD)/test_worker_pipe: csrc/test/test_worker.c $(CORE_SRC) $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) -DHWT_NO_EVENTFD -o $@ csrc/test/test_worker.c $(CORE_SRC) $(LDLIBS)
+
 .PHONY: compat
 compat:
 	@mkdir -p $(COMPAT)
@@ -196,13 +201,15 @@ lint-c:
 lint-c-one:
 	@for f in $(LINT_C_SRC); do \
 	  $(CC) $(WARN) -O2 -Werror -fPIC -I$(LUA_INCDIR) -c -o /dev/null $$f || exit 1; done
+	@$(CC) $(WARN) -O2 -Werror -DHWT_NO_EVENTFD -c -o /dev/null csrc/pipe.c
 
 test-all:
 	@for v in $(ALL_VERSIONS); do $(MAKE) --no-print-directory test-spec LUA_VERSION=$$v || exit 1; done
 
-test-c: $(CBUILD)/test_wheel $(CBUILD)/test_worker
+test-c: $(CBUILD)/test_wheel $(CBUILD)/test_worker $(CBUILD)/test_worker_pipe
 	$(CBUILD)/test_wheel
 	$(CBUILD)/test_worker
+	$(CBUILD)/test_worker_pipe
 
 # SPECS: some spec files only (default: all); BUSTED_FLAGS: e.g. --no-keep-going.
 test-spec: $(MODULE) $(TESTUTIL) $(FAILTHREAD) sqlite compat

@@ -81,9 +81,13 @@ static int op_add(struct model *m, int i)
 	return 1;
 }
 
+/* A deleted node is detached (wheel.h): a second del is a no-op, and
+ * nothing of the wheel's is left in it. */
 static void op_del(struct model *m, int i)
 {
 	hwt_wheel_del(&m->w, &m->node[i]);
+	if (m->node[i].slot != HWT_SLOT_NONE)
+		fail(m, "a deleted node still records a slot");
 	m->state[i] = OUT;
 }
 

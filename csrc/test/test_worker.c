@@ -8,14 +8,19 @@
  * swap); anything that needs the worker (starting or finishing a drain, a
  * level above 1 entering a span) is left to it.
  *
+ * Built twice by make test-c: as it is (an eventfd on Linux) and with
+ * -DHWT_NO_EVENTFD (test_worker_pipe: the pipe every other POSIX system gets).
+ *
  * usage: test_worker
  */
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "../clock.h"
 #include "../driver.h"
+#include "../pipe.h"
 #include "../worker.h"
 
 #define MS INT64_C(1000000)
@@ -145,6 +150,44 @@ static void tick_arithmetic_is_exact(void)
 		}
 		hwt_worker_destroy(&w);
 	}
+}
+
+/* The wake-up descriptor: the kind this build makes, both ends non-blocking
+ * and close-on-exec, readable after a signal (two signals read as one) and
+ * not after it is consumed. */
+static void wake_descriptor(void)
+{
+	struct pollfd pfd;
+	int fds[2], i;
+	expect(hwt_pipe_open(fds) == 0, "the wake-up descriptor did not open");
+#if defined(HWT_NO_EVENTFD) || !defined(__linux__)
+	expect(fds[0] != fds[1], "not a pipe where eventfd is not to be used");
+#else
+	expect(fds[0] == fds[1], "not an eventfd on Linux");
+#endif
+	for (i = 0; i < 2; i++) {
+		int blocks = !(fcntl(fds[i], F_GETFL) & O_NONBLOCK);
+		expect(!blocks, "a wake-up descriptor blocks");
+		expect((fcntl(fds[i], F_GETFD) & FD_CLOEXEC) != 0, "a wake-up descriptor is not close-on-exec");
+		if (blocks) { /* (a consume below would wait for ever) */
+			hwt_pipe_close(fds);
+			return;
+		}
+	}
+	pfd.fd = fds[0];
+	pfd.events = POLLIN;
+	expect(poll(&pfd, 1, 0) == 0, "readable before a signal");
+	hwt_pipe_signal(fds);
+	hwt_pipe_signal(fds);
+	expect(poll(&pfd, 1, 0) == 1, "not readable after a signal");
+	hwt_pipe_consume(fds);
+#if defined(HWT_NO_EVENTFD) || !defined(__linux__)
+	hwt_pipe_consume(fds); /* (a pipe holds a byte a signal) */
+#endif
+	expect(poll(&pfd, 1, 0) == 0, "still readable once consumed");
+	hwt_pipe_consume(fds); /* nothing there: returns at once */
+	hwt_pipe_close(fds);
+	expect(fds[0] == -1 && fds[1] == -1, "closed descriptors not marked");
 }
 
 /* ---- many workers, one driver -------------------------------------------- */
@@ -306,10 +349,17 @@ int main(void)
 	host_takes_a_deadline_at_a_block_start();
 	host_leaves_the_worker_its_work();
 	tick_arithmetic_is_exact();
+	wake_descriptor();
 	many_workers_one_driver();
 	stop_while_driven();
 	started_with_an_earlier_deadline();
-	printf("test_worker: the host's side of a worker; many workers on one driver\n%d passed, %d failed\n",
-	       failures ? 0 : 7, failures);
+	printf("test_worker: the host's side of a worker; its wake-up descriptor (%s); many workers on one driver\n"
+	       "%d passed, %d failed\n",
+#if defined(HWT_NO_EVENTFD) || !defined(__linux__)
+	       "a pipe",
+#else
+	       "an eventfd",
+#endif
+	       failures ? 0 : 8, failures);
 	return failures != 0;
 }
