@@ -321,6 +321,17 @@ describe("hwtimer.durable", function()
       assert.equal(0, q:pending())
     end)
 
+    it("gives nil and the store's message from get, every and schedule when its table is gone", function()
+      q = assert(open({ on_error = function() end }))
+      assert(q:every("k", 60, nil, { id = "s" }))
+      local other = assert(sqlite.open(path))
+      assert(other:exec("DROP TABLE hwtimer_jobs"))
+      other:close()
+      assert.same({ nil, "no such table: hwtimer_jobs" }, { q:get("s") }) -- (not "no such job": nil alone)
+      assert.same({ nil, "hwtimer.durable: no such table: hwtimer_jobs" }, { q:every("k", 30, nil, { id = "s" }) })
+      assert.same({ nil, "hwtimer.durable: no such table: hwtimer_jobs" }, { q:schedule("k", 1) })
+    end)
+
     it("writes an acknowledgement the locked store refused once it is free, with nothing else to do", function()
       -- no poll within the test: only the failed write's own retry (the
       -- backoff's step, 0.05 s, then 0.1, ...) can write it
