@@ -186,6 +186,31 @@ describe("hwtimer.sqlite", function()
     db:close()
   end)
 
+  -- A commit that takes a short WAL past the bound (16 marks) at once asks
+  -- the thread for a round; only one that finds the WAL past it again with a
+  -- round done or due checkpoints inline.
+  it("asks its thread for a round where one commit takes a short WAL past the bound", function()
+    local sleep = require("hwtimer_testutil").sleep
+    local MARK = 4
+    local db = assert(sqlite.open(path))
+    assert.equal("wal", (db:prepare("PRAGMA journal_mode=WAL"):first()))
+    assert(db:exec("CREATE TABLE t (v BLOB)"))
+    assert.is_true(db:checkpoint_in_background(MARK))
+    local add = assert(db:prepare("INSERT INTO t VALUES (zeroblob(4000))")) -- a page or more each
+    local function big_commit() -- more than 16 x MARK pages in one commit
+      assert(db:exec("BEGIN"))
+      for _ = 1, 20 * MARK do assert(add:run()) end
+      assert(db:exec("COMMIT"))
+    end
+    big_commit()
+    local deadline = hwtimer.now() + 10
+    while db:checkpoints() < 1 and hwtimer.now() < deadline do sleep(0.002) end
+    assert.same({ 1, 0 }, { db:checkpoints() }, "a round, none inline")
+    big_commit() -- past the bound again, a round done since the WAL was short: inline
+    assert.equal(1, select(2, db:checkpoints()))
+    db:close()
+  end)
+
   it("checkpoints in the background only with a file, and raises on a bad page count", function()
     local mem = assert(sqlite.open(":memory:"))
     local ok, err = mem:checkpoint_in_background(1000)
