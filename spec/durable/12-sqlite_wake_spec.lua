@@ -166,6 +166,12 @@ describe("hwtimer.durable.sqlite_wake: wake-ups from another process's writes", 
     assert.is_nil(no)
     assert.matches("cannot watch .*missing/jobs.db: No such file or directory", err)
     assert.has_error(function() sqlite.watch(dir .. "/") end)
+    -- a directory name of 4,096 bytes (PATH_MAX with its NUL) is refused as an argument; one less goes to the kernel
+    assert.has_error(function() sqlite.watch(("d"):rep(4096) .. "/jobs.db") end,
+      "bad argument #1 to 'watch' (path of a file expected)")
+    local long, why = sqlite.watch(("d"):rep(4095) .. "/jobs.db")
+    assert.is_nil(long)
+    assert.matches("^cannot watch d+/jobs.db: ", why)
     local l = assert(wake.listen(q))
     l:close()
     assert.is_false(l:step())
