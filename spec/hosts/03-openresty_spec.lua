@@ -17,6 +17,7 @@ http {
   lua_package_path "@LPATH@;;";
   lua_package_cpath "@CPATH@;;";
   lua_max_pending_timers 16;   # one per timeout would never fit
+  lua_socket_read_timeout 300ms; # (the waker's read must not time out: it sets its own)
   init_worker_by_lua_block {
     package.loaded.hwt_state = {
       timer = assert(require("hwtimer.ngx").new({ tick = 0.001 })),
@@ -210,6 +211,14 @@ describe("OpenResty: hwtimer.ngx in a real nginx", function()
     end
     socket.sleep(0.05)
     assert.equal("hwt_plain hwt_state\n", select(2, get(port, "/woke")))
+  end)
+
+  it("logs nothing while the timers wait on their wake sockets with nothing due", function()
+    local before = #server.log()
+    socket.sleep(1.5) -- five of the read timeouts nginx is given here
+    local log = server.log():sub(before + 1)
+    assert.is_nil(log:find("timed out", 1, true), log)
+    assert.is_nil(log:find("[error]", 1, true), log)
   end)
 
   it("logs a callback's error, and an on_error's own, as timer:dispatch() does; both count", function()
