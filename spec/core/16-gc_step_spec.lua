@@ -246,8 +246,10 @@ describe("the loop glue's gc_step", function()
     end
     assert.is_true(freed_while(drive, { gc_step = STEP }) > 1000)
     assert.is_true(freed_while(drive, nil) <= 0)
-    assert.has_error(function() glue.attach(timer, { gc_step = -1 }) end,
-      "bad argument #2 to 'attach' (option 'gc_step': boolean or seconds from 0 to 1 expected)")
+    for _, bad in ipairs({ -1, 1.5 }) do
+      assert.has_error(function() glue.attach(timer, { gc_step = bad }) end,
+        "bad argument #2 to 'attach' (option 'gc_step': boolean or seconds from 0 to 1 expected)")
+    end
     assert.has_error(function() glue.attach(timer, { batch = 1 }) end,
       "bad argument #2 to 'attach' (unknown option 'batch')")
   end)
@@ -336,7 +338,7 @@ describe("the loop glue's gc_step", function()
     end
     assert.is_true(freed_while(drive, { gc_step = STEP }) > 1000)
     assert.is_true(freed_while(drive, nil) <= 0)
-    assert.has_error(function() glue.step(timer, 0.3, { gc_step = 5 }) end,
+    assert.has_error(function() glue.step(timer, 0.3, { gc_step = 1.5 }) end,
       "bad argument #3 to 'step' (option 'gc_step': boolean or seconds from 0 to 1 expected)")
   end)
 end)

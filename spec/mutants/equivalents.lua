@@ -251,4 +251,9 @@ return {
     reason = "the read runs inside the BEGIN IMMEDIATE just taken (the write lock held: no busy), so what fails it "
       .. "(a table gone, a corrupt page, I/O, memory) fails the write that follows in the same transaction, with the "
       .. "same message; spec/durable/01 checks that message where the table is gone" },
+  { file = "lua/hwtimer/ngx.lua",
+    from = "  if self.running and ngx.worker.exiting() and self.took == gen then on_exit(true, self) end",
+    to = "  if self.running and ngx.worker.exiting() or self.took == gen then on_exit(true, self) end",
+    reason = "the loop above ends with took == gen only when the worker exits (the original's case) or the glue "
+      .. "stopped running, where on_exit returns at once (`if not self.running`)" },
 }
