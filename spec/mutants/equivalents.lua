@@ -256,4 +256,8 @@ return {
     to = "  if self.running and ngx.worker.exiting() or self.took == gen then on_exit(true, self) end",
     reason = "the loop above ends with took == gen only when the worker exits (the original's case) or the glue "
       .. "stopped running, where on_exit returns at once (`if not self.running`)" },
+  { file = "lua/hwtimer/durable/redis_batch.lua", from = "  self.waking = 0", to = "",
+    after = "  if self.gathering == e then self.gathering = nil end",
+    reason = "gather's caller sends next (busy is set: no add reads waking meanwhile), and that round trip's "
+      .. "answer sets waking to the callers it wakes; a gatherer whose request ends never comes back to this line" },
 }
