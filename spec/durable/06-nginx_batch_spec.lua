@@ -151,6 +151,27 @@ http {
       B.WAIT = wait
       ngx.say(string.format("%.3f|%s", rounds, tostring(msg)))
     } }
+    # WAIT 0.2 s and a round trip of one job (MAX 1) that takes 0.15 s: A
+    # sends; B and C wait; B sends next at 0.15 s; C's wait ends at 0.22 s
+    # with B's round trip 0.07 s old (its sender not gone): C's answer.
+    location = /batch_wait { content_by_lua_block {
+      local B = require("hwtimer.durable.redis_batch")
+      local wait, max = B.WAIT, B.MAX
+      B.WAIT, B.MAX = 0.2, 1
+      local b = B.new(function() ngx.sleep(0.15) return "stored" end)
+      local a = ngx.thread.spawn(function() return b:add({}) end)
+      ngx.sleep(0.01)
+      local bt = ngx.thread.spawn(function() return b:add({}) end)
+      ngx.sleep(0.01)
+      local c = ngx.thread.spawn(function() return b:add({}) end)
+      local got = {}
+      for _, t in ipairs({ a, bt, c }) do
+        local _, res, err = ngx.thread.wait(t)
+        got[#got + 1] = tostring(res) .. " " .. tostring(err)
+      end
+      B.WAIT, B.MAX = wait, max
+      ngx.say(table.concat(got, "|"))
+    } }
     # one job: "ok ID" or "nil MESSAGE"
     location = /one { content_by_lua_block {
       local a = ngx.req.get_uri_args()
@@ -352,6 +373,12 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
     -- out its 1 s (a gatherer never told that the last caller woke did)
     assert.is_true(tonumber(rounds) < 0.8, body)
     assert.equal("no answer from Redis in 0.2 s (the job may be stored)", msg)
+  end)
+
+  it("answers a caller whose wait ends while a young round trip is in flight that none ended, not sending", function()
+    local status, body = N.get(port, "/batch_wait", 30)
+    assert.equal(200, status, body)
+    assert.equal("stored nil|stored nil|nil no round trip to Redis ended in 0.2 s\n", body)
   end)
 
   -- (durable.open raised in the timer that opens the queue: the requests
