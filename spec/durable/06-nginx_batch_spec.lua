@@ -54,6 +54,15 @@ http {
   server {
     listen 127.0.0.1:@PORT@;
     location = /up { content_by_lua_block { ngx.shared.flags:set("up", true) ngx.say("up") } }
+    # durable.ngx.open's refusals, one a line (the timer is any: none gets that far)
+    location = /open_args { content_by_lua_block {
+      local open = require("hwtimer.durable.ngx").open
+      for _, args in ipairs({ { nil, 1, {} }, { "", 1, {} }, { 5, 1, {} }, { "x", 1, nil }, { "x", 1, {}, 5 },
+                              { "q", 1, {} } }) do
+        local ok, err = pcall(open, args[1], args[2], args[3], args[4])
+        ngx.say(ok and "ok" or tostring(err))
+      end
+    } }
     # a job of the queue "late", once open: "ok" once it ran (a cosocket to the ledger), or why not
     location = /late_job { content_by_lua_block {
       local q, err = require("hwtimer.durable.ngx").get("late", 2)
@@ -373,6 +382,19 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
     -- out its 1 s (a gatherer never told that the last caller woke did)
     assert.is_true(tonumber(rounds) < 0.8, body)
     assert.equal("no answer from Redis in 0.2 s (the job may be stored)", msg)
+  end)
+
+  it("durable.ngx.open raises on a bad name, options or setup, and on a name opened already", function()
+    local status, body = N.get(port, "/open_args", 30)
+    assert.equal(200, status, body)
+    assert.equal(table.concat({
+      "bad argument #1 to 'open' (non-empty string expected, got nil)",
+      "bad argument #1 to 'open' (non-empty string expected, got string)",
+      "bad argument #1 to 'open' (non-empty string expected, got number)",
+      "bad argument #3 to 'open' (table expected, got nil)",
+      "bad argument #4 to 'open' (function expected, got number)",
+      "hwtimer.durable.ngx: queue 'q' is opened already in this worker",
+    }, "\n") .. "\n", (body:gsub("[^\n]-:%d+: ", "")))
   end)
 
   it("answers a caller whose wait ends while a young round trip is in flight that none ended, not sending", function()
