@@ -374,6 +374,7 @@ describe("hwtimer.durable.redis_wake: a plain Lua process listens for wake-ups",
     for _ = 1, 5 do turn() end
     for _, late in ipairs(starts(10, turn)) do assert.is_true(late < 0.5 * SLOW, "started after " .. late .. " s") end
     l:close()
+    assert.is_false(l:step(), "a closed listener's step")
     for _ = 1, 3 do turn() end
     -- an ACL user without channels
     N.redis_cmd(server.port, "ACL", "SETUSER", "lwno", "on", ">pw", "~*", "+@all", "resetchannels")
