@@ -120,7 +120,9 @@ return function(env)
     -- while it was in flight (a store call yields in nginx, here in cqueues):
     -- the next write carries both, and no job runs again.
     it("keeps an acknowledgement made while a failed write was in flight: both written, each job run once", function()
-      local q = assert(env.open({ concurrency = 2, sweep = 60, poll = 60, ack_delay = 0.02 }))
+      local reports = {}
+      local q = assert(env.open({ concurrency = 2, sweep = 60, poll = 60, ack_delay = 0.02,
+        on_error = function(err) reports[#reports + 1] = tostring(err) end }))
       local engine = durable.engine(q)
       local failed, writing, j2_ended = false, false, false
       for _, name in ipairs({ "ack", "claim" }) do
@@ -149,6 +151,8 @@ return function(env)
       assert.is_nil(engine:get("j2"), "j2 (acknowledged during the failed write) is not")
       table.sort(ran)
       assert.same({ "j1", "j2" }, ran)
+      assert.equal(1, #reports, table.concat(reports, "\n")) -- the failed write, reported once
+      assert.matches("the store is down %(the test's%)$", reports[1])
     end)
 
     it("keeps the leases of handlers still running after q:close(): another process does not run their jobs", function()
