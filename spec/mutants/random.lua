@@ -234,8 +234,10 @@ end
 local function warning_free(v)
   return C.sh(string.format("cd %s && make -s lint-c-one LUA_VERSION=%s >%s/lint-c.log 2>&1", C.q(dir), v, C.q(dir)))
 end
+-- (a failure that names no line of ours is the run's, not the mutant's: it stops the run)
 local function warning(log)
-  return log:match("warning: ([^\n]*)") or log:match("error: ([^\n]*)") or "?"
+  local w = log:match("csrc/[^\n]-: warning: ([^\n]*)") or log:match("csrc/[^\n]-: error: ([^\n]*)")
+  return w or error("make lint-c-one failed with no warning of csrc/:\n" .. log, 0)
 end
 
 -- The specs that cover a mutant on Lua v, one file at a time up to the
