@@ -330,6 +330,10 @@ describe("hwtimer.durable", function()
       assert.same({ nil, "no such table: hwtimer_jobs" }, { q:get("s") }) -- (not "no such job": nil alone)
       assert.same({ nil, "hwtimer.durable: no such table: hwtimer_jobs" }, { q:every("k", 30, nil, { id = "s" }) })
       assert.same({ nil, "hwtimer.durable: no such table: hwtimer_jobs" }, { q:schedule("k", 1) })
+      -- q:handle raises it, at its caller's line (its kinds are a table of the connection's own)
+      assert(durable.engine(q).db:exec("DROP TABLE temp.hwtimer_handled"))
+      helpers.raises_at("01%-sqlite_spec%.lua$", function() q:handle("k", function() end) end,
+        "hwtimer.durable: no such table: temp.hwtimer_handled")
     end)
 
     it("writes an acknowledgement the locked store refused once it is free, with nothing else to do", function()

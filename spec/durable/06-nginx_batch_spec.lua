@@ -48,12 +48,20 @@ http {
       if not ngx.shared.flags:get("up") then return nil, "not up yet" end
       return connect()
     end })
+    -- the default on_error (nginx's error log, at [error]) for a handler that raises
+    require("hwtimer.durable.ngx").open("errs", timer, { redis = connect, prefix = "errs", poll = 0.02, attempts = 1 },
+      function(q) q:handle("fail", function(job) error("boom " .. job.id, 0) end) end)
     -- options durable.open refuses (checked in its timer, where it opens)
     require("hwtimer.durable.ngx").open("refused", timer, { redis = connect, prefix = "refused", batch = 1e19 })
   }
   server {
     listen 127.0.0.1:@PORT@;
     location = /up { content_by_lua_block { ngx.shared.flags:set("up", true) ngx.say("up") } }
+    # a job of "errs" whose handler raises: its id
+    location = /err_job { content_by_lua_block {
+      local q = assert(require("hwtimer.durable.ngx").get("errs", 5))
+      ngx.say(assert(q:schedule("fail", 0)))
+    } }
     # durable.ngx.open's refusals, one a line (the timer is any: none gets that far)
     location = /open_args { content_by_lua_block {
       local open = require("hwtimer.durable.ngx").open
@@ -382,6 +390,19 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
     -- out its 1 s (a gatherer never told that the last caller woke did)
     assert.is_true(tonumber(rounds) < 0.8, body)
     assert.equal("no answer from Redis in 0.2 s (the job may be stored)", msg)
+  end)
+
+  it("logs a handler's error to error.log at [error] by default, naming the job", function()
+    local status, body = N.get(port, "/err_job", 30)
+    assert.equal(200, status, body)
+    local id = body:match("^(%S+)\n$")
+    local line
+    for _ = 1, 100 do
+      line = nginx.log():match("[^\n]*hwtimer%.durable: job " .. id:gsub("%p", "%%%0") .. " %(fail%): boom [^\n]*")
+      if line then break end
+      socket.sleep(0.02)
+    end
+    assert.matches("%[error%]", line or "(no line)")
   end)
 
   it("durable.ngx.open raises on a bad name, options or setup, and on a name opened already", function()
