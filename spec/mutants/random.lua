@@ -46,6 +46,8 @@ local NUMS = { ["5.4"] = 504, ["5.3"] = 503, ["5.2"] = 502, ["5.1"] = 501 }
 local function compiled_for(text, line)
   local stack, n = {}, 0
   local function cond(expr)
+    -- (compat.h: packs live in the handle from 5.4 on)
+    if expr:match("^%s*HWT_PACK_IN_HANDLE%s*$") then expr = "LUA_VERSION_NUM >= 504" end
     local op, num = expr:match("^%s*LUA_VERSION_NUM%s*([<>=!]+)%s*(%d+)%s*$")
     num = tonumber(num)
     return function(v)
