@@ -463,6 +463,56 @@ static void test_collect_takes_every_node(void)
 	}
 }
 
+/* This program's allocator (glibc's own underneath): the blocks it holds,
+ * so that a test can see a wheel give back all it took. */
+#if defined(__GLIBC__)
+extern void *__libc_malloc(size_t), *__libc_calloc(size_t, size_t), *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+static long live_blocks;
+void *malloc(size_t n)
+{
+	void *p = __libc_malloc(n);
+	live_blocks += p != NULL;
+	return p;
+}
+void *calloc(size_t k, size_t n)
+{
+	void *p = __libc_calloc(k, n);
+	live_blocks += p != NULL;
+	return p;
+}
+void *realloc(void *q, size_t n)
+{
+	void *p = __libc_realloc(q, n);
+	live_blocks += q == NULL && p != NULL;
+	return p;
+}
+void free(void *p)
+{
+	live_blocks -= p != NULL;
+	__libc_free(p);
+}
+#endif
+
+/* hwt_wheel_free gives back every block init took, on every geometry. */
+static void test_free_gives_back_all(void)
+{
+#if defined(__GLIBC__)
+	long before = live_blocks;
+	unsigned i;
+	for (i = 0; i < 100; i++) {
+		struct hwt_wheel w;
+		if (hwt_wheel_init(&w, 1 + i % HWT_WHEEL_MAX_BITS))
+			abort();
+		hwt_wheel_free(&w);
+	}
+	if (live_blocks != before) {
+		fprintf(stderr, "test_wheel: FAIL: 100 wheels made and freed kept %ld blocks\n", live_blocks - before);
+		abort();
+	}
+#endif
+}
+
 int main(int argc, char **argv)
 {
 	static struct model m; /* large: keep it off the stack */
@@ -475,6 +525,7 @@ int main(int argc, char **argv)
 	test_splices();
 	test_check_sees_every_slot();
 	test_collect_takes_every_node();
+	test_free_gives_back_all();
 	for (g = 0; g < sizeof geometries / sizeof *geometries; g++)
 		run(&m, geometries[g], nops);
 	printf("test_wheel: %lu ops on each of %u geometries, %lu expiries checked\n",
