@@ -60,6 +60,39 @@ local CASES = {
   ]] },
 }
 
+-- What it does print, it prints once a time and goes on: an on_error that
+-- raises for each of 300 callbacks in one dispatch. Each of its errors is
+-- let go at once (the binding's stack left as it found it): the one before
+-- is collected by the time the next on_error runs.
+describe("stderr where on_error raises", function()
+  it("gets one line a callback, the dispatch runs all 300, and each error is let go", function()
+    local out, ok = helpers.run_lua([[
+      local hwtimer = require("hwtimer")
+      local alive = setmetatable({}, { __mode = "k" })
+      local most = 0
+      local timer = hwtimer.new({ on_error = function()
+        collectgarbage()
+        local n = 0
+        for _ in pairs(alive) do n = n + 1 end
+        most = math.max(most, n)
+        local e = setmetatable({}, { __tostring = function() return "on_error broke" end })
+        alive[e] = true
+        error(e)
+      end })
+      local ran = 0
+      for _ = 1, 300 do timer:schedule(0, function() ran = ran + 1 error("callback broke", 0) end) end
+      assert(timer:dispatch() == 300 and ran == 300)
+      assert(most == 0, most .. " errors of on_error still held")
+      timer:close()
+      io.stdout:write('done')
+    ]])
+    assert.is_true(ok, out)
+    out = out:gsub("exit=%d+%s*$", "")
+    local rest, lines = out:gsub("hwtimer: error in on_error: [^\n]*\n", "")
+    assert.same({ 300, "done" }, { lines, rest }, out)
+  end)
+end)
+
 describe("stderr", function()
   for _, case in ipairs(CASES) do
     it("stays silent: " .. case[1], function()
