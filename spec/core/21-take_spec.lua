@@ -31,6 +31,16 @@ describe("take and done", function()
   end)
   after_each(function() timer:close() end)
 
+  it("done(t, false) counts an error; done(t, true) and done(t) do not", function()
+    for _, ok in ipairs({ false, true, "none" }) do
+      timer:schedule(0, function() end)
+      local t = assert(take_within(timer, 2))
+      local before = timer:stats().errors
+      if ok == "none" then timer:done(t) else timer:done(t, ok) end
+      assert.equal(before + (ok == false and 1 or 0), timer:stats().errors, tostring(ok))
+    end
+  end)
+
   it("done refuses what is not a timeout of this timer, naming what it got", function()
     local other = hwtimer.new()
     local theirs = other:schedule(10, function() end)
