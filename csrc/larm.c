@@ -382,17 +382,6 @@ static int push_packed_args(lua_State *L, struct hwt_node *n, int task)
 	return NARGS(n);
 }
 
-int lhwt_push_args(lua_State *L, struct hwt_node *n, int mt)
-{
-	int task;
-	if (NARGS(n) == 0)
-		return 0;
-	lua_rawgeti(L, mt, TASK_AT(n));
-	task = lua_gettop(L);
-	push_packed_args(L, n, task);
-	lua_remove(L, task);
-	return NARGS(n);
-}
 
 int lhwt_push_task(lua_State *L, struct hwt_node *n, int mt)
 {

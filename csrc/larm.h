@@ -43,9 +43,6 @@ void lhwt_arm_kept(struct timer *T, struct hwt_node *n, int64_t now);
 /* Push nil, message and return 2 if max_pending refuses one more; else 0. */
 int lhwt_refuse_over_cap(lua_State *L, struct timer *T);
 
-/* Push the arguments of pinned `n`'s callback (handle metatable at mt);
- * returns how many. */
-int lhwt_push_args(lua_State *L, struct hwt_node *n, int mt);
 /* Push the callback and the arguments of pinned `n` (handle metatable at
  * mt); returns how many. */
 int lhwt_push_task(lua_State *L, struct hwt_node *n, int mt);
