@@ -273,6 +273,17 @@ local function ledger(port)
 end
 
 -- A /fan's answers: i -> { ok = id } or { err = message }.
+-- f() until it gives a truthy value, for up to 2 s; its last value.
+local function within_2s(f)
+  local v
+  for _ = 1, 100 do
+    v = f()
+    if v then return v end
+    socket.sleep(0.02)
+  end
+  return v
+end
+
 local function answers(body)
   local out = {}
   for i, rest in body:gmatch("(%d+) ([^\n]*)") do
@@ -396,12 +407,9 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
     local status, body = N.get(port, "/err_job", 30)
     assert.equal(200, status, body)
     local id = body:match("^(%S+)\n$")
-    local line
-    for _ = 1, 100 do
-      line = nginx.log():match("[^\n]*hwtimer%.durable: job " .. id:gsub("%p", "%%%0") .. " %(fail%): boom [^\n]*")
-      if line then break end
-      socket.sleep(0.02)
-    end
+    local line = within_2s(function()
+      return nginx.log():match("[^\n]*hwtimer%.durable: job " .. id:gsub("%p", "%%%0") .. " %(fail%): boom [^\n]*")
+    end)
     assert.matches("%[error%]", line or "(no line)")
   end)
 
@@ -475,13 +483,9 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
     for _, c in ipairs({ { 1, "500" }, { 500, "1000" } }) do
       status, body = N.get(port, "/far?n=" .. c[1], 30)
       assert.equal("ok\n", body, status)
-      local left
-      for _ = 1, 100 do
-        left = redis_cmd(redis.port, "LLEN", "{far:default}3:incoming")
-        if left == 0 then break end
-        socket.sleep(0.02)
-      end
-      assert.equal(0, left)
+      local function left() return redis_cmd(redis.port, "LLEN", "{far:default}3:incoming") end
+      within_2s(function() return left() == 0 end)
+      assert.equal(0, left())
       assert.equal(c[2], redis_cmd(redis.port, "HGET", "{far:default}3:meta", "jobs"))
     end
   end)

@@ -6,8 +6,9 @@
 -- LuaJIT with the nginx specs, hwtimer.copas on 5.2 (Debian's copas is for
 -- 5.1 and 5.2 only: on 5.4 its specs are pending), the rest on 5.4; `ngx`,
 -- for a file plain Lua and nginx both run, the nginx specs that a survivor
--- of the rest runs on LuaJIT. Kept to a few spec files each, the ones that exercise the file most, so that a mutant takes well
--- under a minute when it is caught.
+-- of the rest runs on LuaJIT. Kept to a few spec files each, the ones that
+-- exercise the file most, so that a mutant takes well under a minute when
+-- it is caught.
 -- "test-c": the C core's own tests (make test-c: the wheel against its
 -- model, the worker), first for the files they build: they take seconds.
 local CORE = { "spec/core/02-schedule_spec.lua", "spec/core/03-timeout_spec.lua", "spec/core/06-stop_spec.lua" }
