@@ -418,6 +418,62 @@ static void test_check_sees_every_slot(void)
 	hwt_wheel_free(&w);
 }
 
+/* The checker names a drain job that outlived its deadline, and one that
+ * drains a slot of another level: on a wheel walked tick by tick with nodes
+ * spread over its levels, each job found under way is broken both ways in
+ * turn, each named, and put back. */
+static void test_check_sees_broken_jobs(void)
+{
+	enum { NN = 400 };
+	static struct hwt_node n[NN];
+	struct hwt_wheel w;
+	uint64_t t;
+	unsigned lvl, seen = 0;
+	int i;
+	if (hwt_wheel_init(&w, 2))
+		abort();
+	for (i = 0; i < NN; i++) {
+		hwt_node_init(&n[i]);
+		hwt_wheel_add(&w, &n[i], (uint64_t)i * 3 + 1);
+	}
+	for (t = 1; t < (uint64_t)NN * 3; t++) {
+		if (!hwt_wheel_expire(&w, t))
+			hwt_wheel_advance(&w, t);
+		for (lvl = 1; lvl < w.levels; lvl++) {
+			uint32_t src = w.jobs[lvl].src;
+			if (src == UINT32_MAX) /* (wheel.c: NO_SLOT) */
+				continue;
+			seen++;
+			uint64_t deadline = w.jobs[lvl].deadline;
+			const char *err;
+			w.jobs[lvl].deadline = w.now;
+			err = hwt_wheel_check(&w);
+			if (!err || strcmp(err, "a drain job outlived its deadline")) {
+				fprintf(stderr, "test_wheel: FAIL: check: a level-%u drain job past its deadline, unseen\n", lvl);
+				abort();
+			}
+			w.jobs[lvl].deadline = deadline;
+			w.jobs[lvl].src = ((lvl + 1) * 2) << w.bits;
+			err = hwt_wheel_check(&w);
+			if (!err || strcmp(err, "a drain job drains the wrong level")) {
+				fprintf(stderr, "test_wheel: FAIL: check: a level-%u drain job on another level's slot, unseen\n", lvl);
+				abort();
+			}
+			w.jobs[lvl].src = src;
+		}
+		if (hwt_wheel_check(&w)) {
+			fprintf(stderr, "test_wheel: FAIL: check: a sound wheel at tick %d reads as broken\n", (int)t);
+			abort();
+		}
+		hwt_list_init(&w.due);
+	}
+	if (seen == 0) {
+		fprintf(stderr, "test_wheel: FAIL: check: no drain job was ever under way\n");
+		abort();
+	}
+	hwt_wheel_free(&w);
+}
+
 /* collect (a timer's stop) takes every node: one due, and one at each of
  * the next 200 ticks (level 0's both rings, and levels above), from each
  * of 64 starting ticks, so that each slot of the lower levels holds some at
@@ -524,6 +580,7 @@ int main(int argc, char **argv)
 		m.rng = 1;
 	test_splices();
 	test_check_sees_every_slot();
+	test_check_sees_broken_jobs();
 	test_collect_takes_every_node();
 	test_free_gives_back_all();
 	for (g = 0; g < sizeof geometries / sizeof *geometries; g++)

@@ -33,7 +33,8 @@ return function(env)
         for i = 1, 8 do b:at("k", due + i * 2e-6, nil, { id = "j" .. i }) end
       end))
       q:handle("k", function(job)
-        seen[job.id] = { left = env.lease_end(job.id) - env.now(), holder = env.holder(job.id) }
+        seen[job.id] = { left = env.lease_end(job.id) - env.now(), holder = env.holder(job.id),
+                         now = env.now(), last_end = env.lease_end("j8") }
         if on_start then on_start(job) end
         ran[#ran + 1] = job.id
         sleep(0.05 * SLOW)
@@ -58,6 +59,18 @@ return function(env)
       for i = 1, 7 do -- ran, each acknowledged before the next handler blocked the loop
         assert.is_false(stored[i], "j" .. i .. " ran and was still stored when j8 started")
       end
+      -- and not before: a start less than half the lease after the claim
+      -- (the first lease's end less the lease) leaves j8's lease as it was
+      local claimed, checked = seen.j1.last_end - 0.2 * SLOW, 0
+      for i = 2, 8 do
+        local s = seen["j" .. i]
+        if s.now - claimed < 0.08 * SLOW then
+          checked = checked + 1
+          assert.equal(seen.j1.last_end, s.last_end, "j8's lease extended at j" .. i .. "'s start, "
+            .. s.now - claimed .. " s after the claim")
+        end
+      end
+      assert.is_true(checked > 0, "no job started within 0.08 s of the claim: j2 at +" .. seen.j2.now - claimed)
       assert.is_true(env.wait(function() return q:pending() == 0 end, 5))
     end)
 

@@ -212,6 +212,27 @@ return function(env)
         assert.is_true(near(q:get("m").scheduled_for, start + 3000))
       end)
 
+      -- (schedule.begin itself, on exact times: a store's clock never lands on LATE)
+      it("a calendar time exactly LATE behind now is on time; any more is late, under each policy", function()
+        local L = schedule.LATE
+        local function begin(missed, now)
+          local t, b = schedule.begin({ every = 1000, at = 0, missed = missed }, now)
+          return { t, type(b) == "table" and b.what .. " " .. tostring(b.at) or b }
+        end
+        -- times 0, 1000 and 2000 came due; 2000 is the latest
+        assert.same({ 2000, false }, begin("skip", 2000 + L))
+        assert.same({ nil, "next 3000" }, begin("skip", 2000 + L + 0.5))
+        assert.same({ 2000, false }, begin("once", 2000 + L))
+        assert.same({ 2000, true }, begin("once", 2000 + L + 0.5))
+        assert.same({ 0, true }, begin("all", 2000 + L))
+        -- the only time due
+        for _, missed in ipairs({ "skip", "once", "all" }) do
+          assert.same({ 0, false }, begin(missed, L))
+        end
+        assert.same({ 0, true }, begin("once", L + 0.5))
+        assert.same({ nil, "next 1000" }, begin("skip", L + 0.5))
+      end)
+
       it("all: at most BACKLOG of them, the latest", function()
         local q = open()
         local runs = recorder(q, "m")

@@ -268,4 +268,13 @@ return {
     to = "  self._refill = self._timer:schedule(self._window / 3, refill, self)",
     reason = "the open's first refill a sixth of a window sooner: a read of the store earlier, which loads up to "
       .. "a window ahead as the later one would; the open loaded a whole window, so no job comes due unloaded either way" },
+  { file = "csrc/durable/lsqlite.c", from = "\t\t\tlua_createtable(L, n, 0);", to = "\t\t\tlua_createtable(L, n, 1);",
+    reason = "a row's table preallocated with one hash slot more: a size hint that changes its memory, not its contents" },
+  { file = "lua/hwtimer/tzif.lua", from = "  if edge and t < edge then", to = "  if edge and t <= edge then",
+    reason = "at t == table_end both branches ask the footer's rule at that second; they part only where its offset "
+      .. "there differs from the table's last, which RFC 8536 3.3 forbids (the footer agrees with the last "
+      .. "transition's type): on a conforming file both return the same segment" },
+  { file = "csrc/worker.c", from = "\tw->drv_key = INT64_MAX;", to = "",
+    reason = "the driver writes drv_key when it registers the worker (hwt_driver_register) and reads it only while "
+      .. "the worker is in its heap (drv_index != NOT_IN_HEAP): the first value is never read" },
 }
