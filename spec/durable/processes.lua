@@ -122,6 +122,37 @@ return function(env)
       assert.same({}, env.jobs())
     end)
 
+    -- (the end of a Lua state that never closed its queue, as nginx -s stop
+    -- ends a worker's: the queue's finalizer)
+    it("a queue left open when its Lua state ends writes its acknowledgements and leaves no timeout to warn of",
+      function()
+      local s = assert(env.open())
+      s:close()
+      local out, ok = helpers.run_lua(string.format([[
+        local hwtimer = require("hwtimer")
+        local durable = require("hwtimer.durable")
+        local timer = hwtimer.new()
+        local o = %s
+        o.ack_delay = 600 -- (acknowledgements wait: the end writes them)
+        local q = assert(durable.open(timer, o))
+        local ran = false
+        q:handle("k", function(job) ran = true print("ran " .. job.id) end)
+        assert(q:schedule("k", 0, nil, { id = "now" }))
+        assert(q:schedule("k", 30, nil, { id = "later" })) -- (inside the window: a timeout of the queue's)
+        local limit = hwtimer.now() + 5
+        while not ran and hwtimer.now() < limit do timer:run(0.05) end
+        timer:run(0.05)
+        print("timeouts " .. timer:pending()) -- (q:pending() would write the acknowledgement)
+      ]], env.child_open()))
+      assert.is_true(ok, out)
+      assert.matches("ran now\ntimeouts [1-9]", out)
+      assert.is_nil(out:find("ran later", 1, true), out)
+      assert.is_nil(out:find("hwtimer", 1, true), out) -- (no warning, no error)
+      local jobs = env.jobs()
+      assert.is_nil(jobs.now, "the run's acknowledgement was not written")
+      assert.is_table(jobs.later)
+    end)
+
     it("opens a store of jobs over a year (10^6 on Lua 5.4) within the window's memory", function()
       -- (valgrind: a tenth again; the parent's Lua writing 10^5 jobs took 36 s of its run)
       local n = helpers.full_size() and 1000000 or os.getenv("HWT_SLOW") and 10000 or 100000
