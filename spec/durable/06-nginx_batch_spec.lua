@@ -53,6 +53,11 @@ http {
       function(q) q:handle("fail", function(job) error("boom " .. job.id, 0) end) end)
     -- options durable.open refuses (checked in its timer, where it opens)
     require("hwtimer.durable.ngx").open("refused", timer, { redis = connect, prefix = "refused", batch = 1e19 })
+    -- a setup function that raises: the queue it was given is closed, and the open tried again
+    require("hwtimer.durable.ngx").open("setup", timer, { redis = connect, prefix = "setup" }, function(q)
+      q:handle("k", function() end)
+      error("no handlers today", 0)
+    end)
   }
   server {
     listen 127.0.0.1:@PORT@;
@@ -70,6 +75,17 @@ http {
         local ok, err = pcall(open, args[1], args[2], args[3], args[4])
         ngx.say(ok and "ok" or tostring(err))
       end
+    } }
+    # get's refusals of its wait, one a line; then what a get of the queue
+    # whose setup raises says, waiting up to 0.3 s
+    location = /get_args { content_by_lua_block {
+      local get = require("hwtimer.durable.ngx").get
+      for _, wait in ipairs({ -1, 0 / 0, "1", true }) do -- (of a queue not open: an open one is returned at once)
+        local ok, err = pcall(get, "setup", wait)
+        ngx.say(ok and "ok" or tostring(err))
+      end
+      local q, err = get("setup", 0.3)
+      ngx.say(tostring(q or err))
     } }
     # a job of the queue "late", once open: "ok" once it ran (a cosocket to the ledger), or why not
     location = /late_job { content_by_lua_block {
@@ -424,6 +440,24 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
       "bad argument #4 to 'open' (function expected, got number)",
       "hwtimer.durable.ngx: queue 'q' is opened already in this worker",
     }, "\n") .. "\n", (body:gsub("[^\n]-:%d+: ", "")))
+  end)
+
+  it("get refuses a wait that is no number of seconds; tells why a queue whose setup raises is not open", function()
+    local status, body = N.get(port, "/get_args", 30)
+    assert.equal(200, status, body)
+    local lines = {}
+    for l in (body:gsub("[^\n]-:%d+: ", "")):gmatch("[^\n]+") do lines[#lines + 1] = l end
+    assert.same({
+      "bad argument #2 to 'get' (non-negative number of seconds expected, got number)",
+      "bad argument #2 to 'get' (non-negative number of seconds expected, got number)",
+      "bad argument #2 to 'get' (non-negative number of seconds expected, got string)",
+      "bad argument #2 to 'get' (non-negative number of seconds expected, got boolean)",
+      "hwtimer.durable.ngx: queue 'setup' is not open yet in this worker (the setup function raised: " ..
+        "no handlers today)",
+    }, lines)
+    local log = nginx.log()
+    assert.truthy(log:find("queue 'setup' did not open (try 1, next in 0.05 s): the setup function raised: " ..
+      "no handlers today", 1, true), log)
   end)
 
   it("answers a caller whose wait ends while a young round trip is in flight that none ended, not sending", function()

@@ -57,7 +57,7 @@ http {
         end, "beat")
         local errs = {}
         for _, f in ipairs({ function() timer.at(-1, print) end, function() timer.every(0, print) end,
-                             function() timer.at(1, "print") end }) do
+                             function() timer.at(1, "print") end, function() timer.every(1, 42) end }) do
           local okf, err = pcall(f)
           errs[#errs + 1] = okf and "accepted" or err
         end
@@ -109,6 +109,21 @@ http {
       content_by_lua_block {
         local seen = package.loaded.seen
         ngx.say(table.concat(seen.at, ","), "|", table.concat(seen.every, ","), "|", seen.cancelled)
+      }
+    }
+    location = /names {   # what the timer and an exit function say they are; what the host may not call
+      content_by_lua_block {
+        local d = package.loaded.d
+        local t1, t2 = d:schedule(3600, function() end), d:schedule(3600, function() end)
+        local h = d:at_exit(function() end)
+        local out = { tostring(d), tostring(h) }
+        out[#out + 1] = tostring(h:cancel()) .. " " .. tostring(h) .. " " .. tostring(h:cancel())
+        for _, name in ipairs({ "run", "dispatch" }) do
+          local ok, err = pcall(d[name], d)
+          out[#out + 1] = ok and "accepted" or err
+        end
+        t1:cancel() t2:cancel()
+        ngx.say(table.concat(out, "\n"))
       }
     }
     location = /park {   # ported timeouts still pending at the worker's exit, and plain ones
@@ -182,7 +197,8 @@ describe("hwtimer.ngx: code ported from ngx.timer", function()
     assert.equal(table.concat({ "ok",
       "bad argument #1 to 'at' (non-negative number of seconds expected)",
       "bad argument #1 to 'every' (positive number of seconds expected)",
-      "bad argument #2 to 'at' (function expected, got string)" }, "\n") .. "\n",
+      "bad argument #2 to 'at' (function expected, got string)",
+      "bad argument #2 to 'every' (function expected, got number)" }, "\n") .. "\n",
       (body:gsub("content_by_lua%(nginx%.conf:%d+%):%d+: ", "")))
     local seen
     for _ = 1, 100 do
@@ -192,6 +208,22 @@ describe("hwtimer.ngx: code ported from ngx.timer", function()
     end
     socket.sleep(0.05) -- a fourth beat, or the cancelled one, would have come by now
     assert.equal("false x 2|false beat,false beat,false beat|never ran\n", select(2, N.get(port, "/seen")))
+  end)
+
+  it("the timer and an exit function name themselves; run and dispatch are refused, naming who runs callbacks",
+    function()
+    local status, body = N.get(port, "/names")
+    assert.equal(200, status, body)
+    local function refused(name)
+      return "hwtimer.ngx: " .. name .. " is not available: the dispatcher and its runners run the callbacks " ..
+        "(so that they may yield)"
+    end
+    assert.equal(table.concat({
+      "hwtimer.ngx (running, 2 pending, 0 runners)",
+      "hwtimer.ngx exit function (pending)",
+      "true hwtimer.ngx exit function (done or cancelled) false",
+      refused("run"), refused("dispatch") }, "\n") .. "\n",
+      (body:gsub("content_by_lua%(nginx%.conf:%d+%):%d+: ", "")))
   end)
 
   it("d:ngx_timer().at: a callback makes a cosocket round trip; the worker lives on", function()
