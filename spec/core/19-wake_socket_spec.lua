@@ -119,6 +119,19 @@ describe("the wake socket", function()
     other:close()
   end)
 
+  it("gives each socket a token of its own: 16 hex digits, another each time, another for another timer", function()
+    local seen = {}
+    local other = hwtimer.new()
+    for i = 1, 20 do
+      local _, token = (i % 2 == 0 and timer or other):wake_socket()
+      assert.matches("^%x+$", token)
+      assert.equal(16, #token)
+      assert.is_nil(seen[token], "token " .. token .. " given twice")
+      seen[token] = true
+    end
+    other:close()
+  end)
+
   it("refuses to pair before its token comes, or with no socket opened", function()
     local ok, err = timer:wake_pair()
     assert.is_nil(ok)

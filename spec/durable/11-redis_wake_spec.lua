@@ -375,8 +375,14 @@ describe("hwtimer.durable.redis_wake: a plain Lua process listens for wake-ups",
     local turn = function() assert(cq:step(0.01)) end
     for _ = 1, 5 do turn() end
     for _, late in ipairs(starts(10, turn)) do assert.is_true(late < 0.5 * SLOW, "started after " .. late .. " s") end
+    -- (what cqueues.poll asks of it: while connected its descriptor, no timeout)
+    assert.same({ l:getfd(), "r" }, { l:pollfd(), l:events() })
+    assert.is_number(l:getfd())
+    assert.is_nil(l:timeout())
     l:close()
     assert.is_false(l:step(), "a closed listener's step")
+    -- (and without a connection no descriptor, polled again in 0.05 s)
+    assert.same({ -1, 0.05 }, { l:pollfd(), l:timeout() })
     for _ = 1, 3 do turn() end
     -- an ACL user without channels
     N.redis_cmd(server.port, "ACL", "SETUSER", "lwno", "on", ">pw", "~*", "+@all", "resetchannels")

@@ -4,6 +4,11 @@
 -- for a line deleted), and where that line is written more than once in
 -- the file, the line before it (`after`); the generator skips them. A change to the line makes
 -- its entry stale (the mutant is then a new one, judged afresh).
+-- (one reason for the mutants of the wake token's mix, csrc/lwake.c)
+local TOKEN_MIX = "the wake token's mix (splitmix64): each step is a bijection of 64 bits, and the clock's "
+  .. "nanoseconds and the timer's address that go in differ between tokens, so with this step gone or changed "
+  .. "every token still differs from the others, which is all it is for (spec/core/19)"
+
 return {
   { file = "lua/hwtimer/durable/redis.lua",
     from = "  if #res < 2 then return nil end", to = "  if #res < 3 then return nil end",
@@ -277,4 +282,31 @@ return {
   { file = "csrc/worker.c", from = "\tw->drv_key = INT64_MAX;", to = "",
     reason = "the driver writes drv_key when it registers the worker (hwt_driver_register) and reads it only while "
       .. "the worker is in its heap (drv_index != NOT_IN_HEAP): the first value is never read" },
+  { file = "csrc/lwake.c", reason = TOKEN_MIX,
+    from = "\tstatic const char salt = 0; /* its address differs between runs too */",
+    to = "\tstatic const char salt = 1; /* its address differs between runs too */" },
+  { file = "csrc/lwake.c", reason = TOKEN_MIX,
+    from = "\tuint64_t z = (uint64_t)hwt_clock_ns() ^ ((uint64_t)(uintptr_t)T << 16) ^ (uint64_t)(uintptr_t)&salt;",
+    to = "\tuint64_t z = (uint64_t)hwt_clock_ns() ^ ((uint64_t)(uintptr_t)T << 17) ^ (uint64_t)(uintptr_t)&salt;" },
+  { file = "csrc/lwake.c", reason = TOKEN_MIX,
+    from = "\tz += UINT64_C(0x9e3779b97f4a7c15);",
+    to = "" },
+  { file = "csrc/lwake.c", reason = TOKEN_MIX,
+    from = "\tz += UINT64_C(0x9e3779b97f4a7c15);",
+    to = "\tz -= UINT64_C(0x9e3779b97f4a7c15);" },
+  { file = "csrc/lwake.c", reason = TOKEN_MIX,
+    from = "\tz = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);",
+    to = "" },
+  { file = "csrc/lwake.c", reason = TOKEN_MIX,
+    from = "\tz = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);",
+    to = "\tz = (z ^ (z >> 31)) * UINT64_C(0xbf58476d1ce4e5b9);" },
+  { file = "csrc/lwake.c", reason = TOKEN_MIX,
+    from = "\tz = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);",
+    to = "" },
+  { file = "csrc/lwake.c", reason = TOKEN_MIX,
+    from = "\tz = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);",
+    to = "\tz = (z ^ (z >> 28)) * UINT64_C(0x94d049bb133111eb);" },
+  { file = "csrc/lwake.c", reason = TOKEN_MIX,
+    from = "\treturn z ^ (z >> 31);",
+    to = "\treturn z ^ (z >> 32);" },
 }
