@@ -313,11 +313,19 @@ describe("hwtimer.durable.redis_wake: a plain Lua process listens for wake-ups",
   local wake = require("hwtimer.durable.redis_wake")
   local core = require("hwtimer.core")
   local server, timer, q, other, ran
+  local down, tries = false, 0 -- (the queues' connect fails while down, counting the tries)
   setup(function() server = N.start_redis() end)
   teardown(function() server.stop() end)
   before_each(function()
     timer = hwtimer.new()
-    local function connect() return redis.connect("127.0.0.1", server.port) end
+    down, tries = false, 0
+    local function connect()
+      if down then
+        tries = tries + 1
+        return nil, "down for the test"
+      end
+      return redis.connect("127.0.0.1", server.port)
+    end
     q = assert(durable.open(timer, { redis = connect, prefix = "lw", poll = POLL, sweep = POLL }))
     other = assert(durable.open(timer, { redis = connect, prefix = "lw", poll = POLL }))
     ran = {}
@@ -399,6 +407,35 @@ describe("hwtimer.durable.redis_wake: a plain Lua process listens for wake-ups",
     assert.is_nil(l2:getfd())
     limited:close()
     t2:close()
+    attached.detach()
+  end)
+
+  it("in cqueues: a connection lost and not made again is tried after 0.05 s, doubling; then listens again",
+    function()
+    local cqueues = require("cqueues")
+    local cq = cqueues.new()
+    local attached = require("hwtimer.cqueues").attach(timer, cq)
+    local l = assert(wake.listen(q))
+    cq:wrap(function() while l:step() do cqueues.poll(l) end end)
+    local turn = function() assert(cq:step(0.01)) end
+    for _ = 1, 5 do turn() end
+    assert.truthy(l:getfd())
+    down = true
+    N.redis_cmd(server.port, "CLIENT", "KILL", "TYPE", "pubsub")
+    local t0 = core.now()
+    while core.now() < t0 + 0.5 do turn() end
+    -- at once, then 0.05, 0.15 and 0.35 s after (the next at 0.75 s): a
+    -- try each 0.05 s would make ten
+    assert.is_true(tries >= 1 and tries <= 5, tries .. " tries in 0.5 s")
+    assert.is_nil(l:getfd())
+    down = false
+    local limit = core.now() + 2 * SLOW
+    while not l:getfd() and core.now() < limit do turn() end
+    assert.truthy(l:getfd(), "no connection once the store answers")
+    assert.equal(l:getfd(), l:pollfd())
+    for _, late in ipairs(starts(3, turn)) do assert.is_true(late < 0.5 * SLOW, "started after " .. late .. " s") end
+    l:close()
+    for _ = 1, 3 do turn() end
     attached.detach()
   end)
 

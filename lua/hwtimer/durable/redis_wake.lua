@@ -51,8 +51,20 @@ end
 
 local retry
 
+-- Close the connection's socket. A cqueues loop that polled it must forget
+-- its descriptor first (cqueues.cancel), or its next step fails on the
+-- closed one ("Bad file descriptor") where the loop polls on.
+local function close_socket(sock)
+  local cqueues = package.loaded.cqueues
+  if type(cqueues) == "table" and cqueues.cancel then
+    local fd = sock:getfd()
+    if fd and fd >= 0 then pcall(cqueues.cancel, fd) end
+  end
+  pcall(sock.close, sock)
+end
+
 local function lost(self, why)
-  if self.sock then pcall(self.sock.close, self.sock) end
+  if self.sock then close_socket(self.sock) end
   self.sock, self.why = nil, why
   if self.on_fd then self.on_fd(nil) end
   if not self.closed and not (store_up(self.q) and connect(self)) then retry(self) end
@@ -142,7 +154,7 @@ function Listener:close()
   if self.closed then return end
   self.closed = true
   if self.retry_at then pcall(self.retry_at.cancel, self.retry_at) end
-  if self.sock then pcall(self.sock.close, self.sock) end
+  if self.sock then close_socket(self.sock) end
   self.sock = nil
   if self.on_fd then self.on_fd(nil) end
 end
