@@ -210,14 +210,15 @@ describe("hwtimer-jobs with a Redis server that wants a password", function()
 
   -- A TLS redis-server (its plain port for the store) whose certificate, of
   -- a CA of its own in TMP/dir, has common name `cn` and, if `san`, that DNS
-  -- subjectAltName; one job `id` with `payload` stored under `prefix`.
+  -- subjectAltName (or `san` itself where it says its kind: "IP:127.0.0.1"); one job `id` with `payload` stored under `prefix`.
   -- Returns the server, its TLS port and the certificates' directory.
   local function tls_server(dir, cn, san, prefix, id, payload)
     local certs = TMP .. "/" .. dir
     local cmds = {
       "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj '/CN=hwt " .. dir .. " CA'",
       "openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj '/CN=" .. cn .. "'",
-      "printf '" .. (san and "subjectAltName=DNS:" .. san or "") .. "\\n' >ext",
+      "printf '" .. (san and "subjectAltName=" .. (san:find(":", 1, true) and san or "DNS:" .. san) or "")
+        .. "\\n' >ext",
       "openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 2"
         .. (san and " -extfile ext" or ""),
     }
@@ -260,6 +261,27 @@ describe("hwtimer-jobs with a Redis server that wants a password", function()
       assert.same({ "", 0 }, { err, status })
       assert.equal("by its common name", json_of(out).payload)
       out, err, status = jobs_by_name("other.hwt.example.test", t.port, t.certs, "cn", { "counts" })
+      assert.same({ "", 1 }, { out, status })
+      local want = "hwtimer-jobs: cannot connect to Redis at rediss://other.hwt.example.test:" .. t.port ..
+        "/0: TLS: the server's certificate does not name other.hwt.example.test"
+      assert.equal(want, err:sub(1, #want))
+    end)
+  end)
+
+  -- A certificate for an address: its subjectAltName holds 127.0.0.1 and
+  -- no name, so a name is checked against its common name.
+  tls_describe("(TLS, a certificate for 127.0.0.1 by its address)",
+    { "ip-certs", "named.hwt.example.test", "IP:127.0.0.1", "ip", "i1", "by its address" }, function(t)
+    it("reaches the address it names, and by name only the name its common name gives", function()
+      local url = "rediss://127.0.0.1:" .. t.port
+      local out, err, status = jobs_env(nil, { "--redis", url, "--cacert", t.certs .. "/ca.crt", "--prefix", "ip",
+        "--json", "show", "i1" })
+      assert.same({ "", 0 }, { err, status })
+      assert.equal("by its address", json_of(out).payload)
+      out, err, status = jobs_by_name("named.hwt.example.test", t.port, t.certs, "ip", { "--json", "show", "i1" })
+      assert.same({ "", 0 }, { err, status })
+      assert.equal("by its address", json_of(out).payload)
+      out, err, status = jobs_by_name("other.hwt.example.test", t.port, t.certs, "ip", { "counts" })
       assert.same({ "", 1 }, { out, status })
       local want = "hwtimer-jobs: cannot connect to Redis at rediss://other.hwt.example.test:" .. t.port ..
         "/0: TLS: the server's certificate does not name other.hwt.example.test"
