@@ -115,6 +115,7 @@ describe("timer:run's gc_step", function()
       "bad argument #2 to 'run' (option 'gc_step': boolean or seconds from 0 to 1 expected)")
     assert.has_error(function() timer:run(0, { gcstep = true }) end,
       "bad argument #2 to 'run' (unknown option 'gcstep')")
+    assert.has_error(function() timer:run(0, { true }) end, "bad argument #2 to 'run' (option names must be strings)")
     assert.has_error(function() timer:run(0, 5) end)
   end)
 end)

@@ -41,6 +41,18 @@ describe("take and done", function()
     end
   end)
 
+  it("a take_only timer refuses dispatch and run; a plain one refuses take inside a dispatched callback", function()
+    local why = "hwtimer: this timer's callbacks are run by its host's glue (take_only): dispatch and run are " ..
+      "not available"
+    assert.has_error(function() timer:dispatch() end, why)
+    assert.has_error(function() timer:run(0) end, why)
+    local plain, err = hwtimer.new(), nil
+    plain:schedule(0, function() err = select(2, pcall(plain.take, plain)) end)
+    plain:run(0.01)
+    assert.equal("hwtimer: take called from inside a dispatched callback", err)
+    plain:close()
+  end)
+
   it("done refuses what is not a timeout of this timer, naming what it got", function()
     local other = hwtimer.new()
     local theirs = other:schedule(10, function() end)
