@@ -80,6 +80,12 @@ return function(env)
     local function waits_on_io(host, read_line)
       local left, done, calls = {}, false, 0
       local q = assert(env.open({ lease = 0.15 * SLOW, poll = 60, sweep = 60 }))
+      local eng, renewals = durable.engine(q), {}
+      local renew = eng.renew
+      eng.renew = function(...)
+        renewals[#renewals + 1] = env.now()
+        return renew(...)
+      end
       q:handle("k", function(job)
         calls = calls + 1
         for _ = 1, 4 do
@@ -93,6 +99,13 @@ return function(env)
       assert.is_true(done)
       assert.equal(1, calls, "the job ran again while its lease held")
       for i = 1, 4 do assert.is_true(left[i] > 0, "after read " .. i .. ": lease ended " .. -left[i] .. " s ago") end
+      -- renewed every third of the lease, not more often (0.9: the store's
+      -- clock and the timer's may differ by a rounding)
+      assert.is_true(#renewals >= 2, #renewals .. " renewals")
+      for i = 2, #renewals do
+        local gap = renewals[i] - renewals[i - 1]
+        assert.is_true(gap >= 0.9 * 0.15 * SLOW / 3, "renewed again after " .. gap .. " s")
+      end
     end
 
     -- (busted's pending here, beside `it`: inside one it is not the same function)
