@@ -128,6 +128,11 @@ $(FAILTHREAD): csrc/test/failthread.c
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -fPIC -shared -o $@ $< -ldl
 
+# The SQLite store's checkpoint thread alone (its own allocator and pthread_create).
+$(CBUILD)/test_checkpoint: csrc/test/test_checkpoint.c csrc/durable/checkpoint.c csrc/durable/checkpoint.h
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) -o $@ csrc/test/test_checkpoint.c csrc/durable/checkpoint.c -lsqlite3 -lpthread -ldl
+
 $(CBUILD)/test_wheel: csrc/test/test_wheel.c $(CORE_SRC) $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -o $@ csrc/test/test_wheel.c csrc/wheel.c $(LDLIBS)
@@ -193,7 +198,7 @@ lint:
 # The C clean under $(WARN) at -O2 on each Lua's headers (compat.h differs):
 # any warning fails it (a variable unused, or one read before it is set).
 LINT_C_SRC := $(SRC) $(SQLITE_SRC) csrc/test/testutil.c csrc/test/failthread.c csrc/test/test_wheel.c \
-              csrc/test/test_worker.c
+              csrc/test/test_worker.c csrc/test/test_checkpoint.c
 lint-c:
 	@for v in $(ALL_VERSIONS); do $(MAKE) --no-print-directory lint-c-one LUA_VERSION=$$v || exit 1; done
 	@echo "lint-c: $(words $(LINT_C_SRC)) files clean on $(ALL_VERSIONS)"
@@ -206,10 +211,11 @@ lint-c-one:
 test-all:
 	@for v in $(ALL_VERSIONS); do $(MAKE) --no-print-directory test-spec LUA_VERSION=$$v || exit 1; done
 
-test-c: $(CBUILD)/test_wheel $(CBUILD)/test_worker $(CBUILD)/test_worker_pipe
+test-c: $(CBUILD)/test_wheel $(CBUILD)/test_worker $(CBUILD)/test_worker_pipe $(CBUILD)/test_checkpoint
 	$(CBUILD)/test_wheel
 	$(CBUILD)/test_worker
 	$(CBUILD)/test_worker_pipe
+	$(CBUILD)/test_checkpoint
 
 # SPECS: some spec files only (default: all); BUSTED_FLAGS: e.g. --no-keep-going.
 test-spec: $(MODULE) $(TESTUTIL) $(FAILTHREAD) sqlite compat

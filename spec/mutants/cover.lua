@@ -40,7 +40,7 @@ local COVER = {
   ["csrc/wheel.c"] = { "test-c", "spec/core/02-schedule_spec.lua", "spec/core/03-timeout_spec.lua", "spec/core/06-stop_spec.lua" },
   ["csrc/clock.c"] = { "test-c", "spec/core/02-schedule_spec.lua", "spec/core/07-poll_spec.lua" },
   ["csrc/durable/lsqlite.c"] = { SQLITE[1], SQLITE[2], "spec/tools/02-jobs_cli_bytes_spec.lua#not a regular file" },
-  ["csrc/durable/checkpoint.c"] = { "spec/core/24-thread_refused_spec.lua", SQLITE[1], SQLITE[2] },
+  ["csrc/durable/checkpoint.c"] = { "test-c", "spec/core/24-thread_refused_spec.lua", SQLITE[1], SQLITE[2] },
   ["lua/hwtimer.lua"] = { "spec/core/01-module_spec.lua", "spec/core/02-schedule_spec.lua" },
   ["lua/hwtimer/check.lua"] = { "spec/core/09-retry_spec.lua", "spec/core/11-badinput_spec.lua" },
   ["lua/hwtimer/copas.lua"] = { lua = "5.2", "spec/hosts/08-copas_punctual_spec.lua", "spec/hosts/01-loops_spec.lua",

@@ -1,0 +1,201 @@
+/*
+ * test_checkpoint.c: the SQLite store's checkpoint thread (csrc/durable/
+ * checkpoint.c) on its own: it checkpoints a WAL past its mark, and gives
+ * back every block it took when stopped, and when it cannot start (no file,
+ * a thread refused). The allocator and pthread_create are this program's
+ * own (glibc's underneath), so that a test can count the blocks and refuse
+ * a thread.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "../durable/checkpoint.h"
+
+static int passed;
+
+static void fail(const char *what)
+{
+	fprintf(stderr, "test_checkpoint: FAIL: %s\n", what);
+	exit(1);
+}
+
+/* ---- the blocks held, and a thread refused on demand --------------------- */
+
+#if defined(__GLIBC__)
+extern void *__libc_malloc(size_t), *__libc_calloc(size_t, size_t), *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+static long live_blocks; /* (the test's threads allocate only between start and stop: see stop_counts) */
+static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
+static void count(long d)
+{
+	pthread_mutex_lock(&count_lock);
+	live_blocks += d;
+	pthread_mutex_unlock(&count_lock);
+}
+void *malloc(size_t n)
+{
+	void *p = __libc_malloc(n);
+	if (p)
+		count(1);
+	return p;
+}
+void *calloc(size_t k, size_t n)
+{
+	void *p = __libc_calloc(k, n);
+	if (p)
+		count(1);
+	return p;
+}
+void *realloc(void *q, size_t n)
+{
+	void *p = __libc_realloc(q, n);
+	if (!q && p)
+		count(1);
+	else if (q && !p && n == 0)
+		count(-1);
+	return p;
+}
+void free(void *p)
+{
+	if (p)
+		count(-1);
+	__libc_free(p);
+}
+static long blocks(void)
+{
+	long n;
+	pthread_mutex_lock(&count_lock);
+	n = live_blocks;
+	pthread_mutex_unlock(&count_lock);
+	return n;
+}
+#else
+static long blocks(void) { return 0; } /* (another C library: the blocks are not counted) */
+#endif
+
+static int refuse_threads;
+
+int pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), void *arg)
+{
+	typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+	static create_fn real;
+	if (refuse_threads)
+		return EAGAIN;
+	if (!real) {
+		void *sym = dlsym(RTLD_NEXT, "pthread_create");
+		memcpy(&real, &sym, sizeof real); /* (a data pointer to a function pointer, as POSIX allows) */
+	}
+	return real(t, a, fn, arg);
+}
+
+/* ---- a store ------------------------------------------------------------- */
+
+static char path[64];
+
+static sqlite3 *open_wal(void)
+{
+	sqlite3 *db;
+	if (sqlite3_open(path, &db) != SQLITE_OK)
+		fail("open");
+	if (sqlite3_exec(db, "PRAGMA journal_mode = WAL; CREATE TABLE IF NOT EXISTS t (x BLOB)", NULL, NULL, NULL))
+		fail("WAL and a table");
+	return db;
+}
+
+static void commit_pages(sqlite3 *db, int n)
+{
+	int i;
+	for (i = 0; i < n; i++)
+		if (sqlite3_exec(db, "INSERT INTO t VALUES (zeroblob(4000))", NULL, NULL, NULL) != SQLITE_OK)
+			fail("insert");
+}
+
+/* Start and stop give back every block start took, with rounds run
+ * between: the thread checkpoints once the WAL passes its mark. */
+static void test_start_stop_frees_all(void)
+{
+	sqlite3 *db;
+	const char *err = NULL;
+	long before, rounds = 0, finishes = 0;
+	struct hwt_checkpointer *c;
+	int i;
+	before = blocks();
+	db = open_wal();
+	if (!(c = hwt_checkpointer_start(db, 8, &err)))
+		fail(err);
+	for (i = 0; i < 200 && rounds == 0; i++) {
+		commit_pages(db, 4);
+		usleep(2000);
+		hwt_checkpointer_counts(c, &rounds, &finishes);
+	}
+	if (rounds == 0)
+		fail("no checkpoint round after 800 pages committed past a mark of 8");
+	hwt_checkpointer_stop(c);
+	sqlite3_close(db);
+	if (blocks() != before) {
+		fprintf(stderr, "test_checkpoint: FAIL: %ld blocks not given back by start and stop\n", blocks() - before);
+		exit(1);
+	}
+	passed++;
+}
+
+/* A start that cannot: NULL, why, and nothing kept. */
+static void test_refusals_keep_nothing(void)
+{
+	sqlite3 *db, *mem;
+	const char *err = NULL;
+	long before;
+	before = blocks();
+	db = open_wal();
+	refuse_threads = 1;
+	if (hwt_checkpointer_start(db, 8, &err) || !err || strcmp(err, "cannot start the checkpoint's thread"))
+		fail("a refused thread: NULL and why");
+	refuse_threads = 0;
+	sqlite3_close(db);
+	if (blocks() != before) {
+		fprintf(stderr, "test_checkpoint: FAIL: a refused thread left %ld blocks\n", blocks() - before);
+		exit(1);
+	}
+	if (sqlite3_open(":memory:", &mem) != SQLITE_OK)
+		fail("open :memory:");
+	before = blocks();
+	err = NULL;
+	if (hwt_checkpointer_start(mem, 8, &err) || !err || strcmp(err, "no file to checkpoint"))
+		fail("no file: NULL and why");
+	if (blocks() != before)
+		fail("a start without a file kept blocks");
+	sqlite3_close(mem);
+	passed++;
+}
+
+int main(void)
+{
+	char wal[80], shm[80];
+	snprintf(path, sizeof path, "/tmp/hwt-test-checkpoint-%ld.db", (long)getpid());
+	snprintf(wal, sizeof wal, "%s-wal", path);
+	snprintf(shm, sizeof shm, "%s-shm", path);
+	/* (what SQLite's first open and the C library's first thread keep for
+	 * the process is not counted: one start and stop before) */
+	{
+		sqlite3 *db = open_wal();
+		const char *err = NULL;
+		struct hwt_checkpointer *c = hwt_checkpointer_start(db, 8, &err);
+		if (!c)
+			fail(err);
+		hwt_checkpointer_stop(c);
+		sqlite3_close(db);
+	}
+	test_start_stop_frees_all();
+	test_refusals_keep_nothing();
+	unlink(path);
+	unlink(wal);
+	unlink(shm);
+	printf("test_checkpoint: the SQLite store's checkpoint thread, its start, stop and refusals\n");
+	printf("%d passed, 0 failed\n", passed);
+	return 0;
+}
