@@ -459,6 +459,21 @@ return function(env)
       assert.is_true(wait(function() return q:pending() == 0 end))
     end)
 
+    -- (where handlers run one after another, a claim costs one spare worker
+    -- on the timer, not one per job: 200 jobs take a few timeouts in all)
+    it("runs 200 jobs due at once on a few of the timer's timeouts, not one a job", function()
+      local q = assert(env.open({ poll = 60, sweep = 60 }))
+      local ran = 0
+      q:handle("k", function() ran = ran + 1 end)
+      assert(q:batch(function(b)
+        for _ = 1, 200 do b:schedule("k", 0) end
+      end))
+      local before = env.timer():stats().scheduled
+      assert.is_true(wait(function() return ran == 200 end, 10 * SLOW))
+      local used = env.timer():stats().scheduled - before
+      assert.is_true(used < 50, used .. " timeouts scheduled for 200 jobs")
+    end)
+
     it("runs a job due before 1970, and the queue goes on", function()
       local q = assert(env.open())
       local ran = {}
