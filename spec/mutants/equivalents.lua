@@ -334,4 +334,7 @@ return {
     to = "    parts[i] = job_put(j[1], j[2], j[3], format(\"%.0f\", j[4]), j[5], format(\"%.0f\", j[6]), false, \"\")",
     reason = "the add script's jobs have ids the front just made: told they are not fresh, the script looks each "
       .. "up before storing it and finds none, as it would have assumed (a speed mutant: a lookup a job)" },
+  { file = "csrc/ldispatch.c", from = "\tlhwt_check_live(L, 1)->take_only = 1;",
+    to = "\tlhwt_check_live(L, 1)->take_only = 2;",
+    reason = "take_only is an int read only as a truth value (if (T->take_only)): 2 is as true as 1" },
 }
