@@ -51,6 +51,9 @@ http {
     -- the default on_error (nginx's error log, at [error]) for a handler that raises
     require("hwtimer.durable.ngx").open("errs", timer, { redis = connect, prefix = "errs", poll = 0.02, attempts = 1 },
       function(q) q:handle("fail", function(job) error("boom " .. job.id, 0) end) end)
+    -- a queue whose claims bring thousands of jobs (a long reply to read)
+    require("hwtimer.durable.ngx").open("big", timer, { redis = connect, prefix = "big", poll = 60, sweep = 60,
+      batch = 5000 }, function(q) q:handle("b", function() ngx.shared.flags:incr("big runs", 1, 0) end) end)
     -- options durable.open refuses (checked in its timer, where it opens)
     require("hwtimer.durable.ngx").open("refused", timer, { redis = connect, prefix = "refused", batch = 1e19 })
     -- a setup function that raises: the queue it was given is closed, and the open tried again
@@ -87,6 +90,21 @@ http {
       local q, err = get("setup", 0.3)
       ngx.say(tostring(q or err))
     } }
+    # 3,000 jobs due now and one far; the far one cancelled while the claim
+    # of the others waits on its long reply (the queue's _claiming, looked at
+    # only to cancel then): "PCALL RESULT STORED"
+    location = /cancel_in_claim { content_by_lua_block {
+      local q = assert(require("hwtimer.durable.ngx").get("big", 5))
+      local far = assert(q:schedule("b", 3600))
+      assert(q:batch(function(b)
+        for _ = 1, 3000 do b:schedule("b", 0, string.rep("x", 300)) end
+      end))
+      local n = 0
+      while not q._claiming and n < 2000 do n = n + 1 ngx.sleep(0.001) end
+      local ok, got = pcall(q.cancel, q, far)
+      ngx.say(tostring(ok), " ", tostring(got), " ", tostring(q:get(far) ~= nil))
+    } }
+    location = /big_runs { content_by_lua_block { ngx.say(ngx.shared.flags:get("big runs") or 0) } }
     # a job of the queue "late", once open: "ok" once it ran (a cosocket to the ledger), or why not
     location = /late_job { content_by_lua_block {
       local q, err = require("hwtimer.durable.ngx").get("late", 2)
@@ -458,6 +476,23 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
     local log = nginx.log()
     assert.truthy(log:find("queue 'setup' did not open (try 1, next in 0.05 s): the setup function raised: " ..
       "no handlers today", 1, true), log)
+  end)
+
+  -- (a cancel's reply read while a claim's long one still comes: the
+  -- claim's rows are then checked against it)
+  it("cancels while a claim of thousands waits on its reply: true, the job gone, and the claimed ones run", function()
+    for _ = 1, 4 do
+      local status, body = N.get(port, "/cancel_in_claim", 30)
+      assert.equal(200, status, body)
+      assert.equal("true true false\n", body)
+    end
+    local runs = 0
+    for _ = 1, 100 do
+      runs = tonumber((select(2, N.get(port, "/big_runs"))))
+      if runs >= 12000 then break end
+      socket.sleep(0.1)
+    end
+    assert.equal(12000, runs)
   end)
 
   it("answers a caller whose wait ends while a young round trip is in flight that none ended, not sending", function()
