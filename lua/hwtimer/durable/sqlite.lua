@@ -665,8 +665,10 @@ function Engine:claim(acks, cutoff, lease, batch, hi)
   if not ok then return nil, err end
   for i = 1, n do
     local r = rows[i]
+    -- (r[10], the schedule's start, is no part of a run: its calendar
+    -- goes on from the run's time)
     rows[i] = { key = r[1], id = r[2], kind = r[3], payload = r[4], due = r[5], attempt = r[6], every = r[7],
-                cron = r[8], tz = r[9], start = r[10], stop = r[11], limit = r[12], missed = r[13], window = r[14],
+                cron = r[8], tz = r[9], stop = r[11], limit = r[12], missed = r[13], window = r[14],
                 runs = r[15], at = r[16] }
     if r[17] ~= nil then rows[i].late = r[17] == 1 end
   end
