@@ -234,10 +234,16 @@ static void op_move(struct model *m, int i)
 	if (delay > room)
 		delay = room;
 	uint32_t slot = m->node[i].slot;
+	/* (in a slot, not due, and no drain job's source: moved within that slot, it stays) */
+	int may_stay = slot < HWT_SLOT_DUE && m->node[i].expires > m->w.now &&
+		       m->w.jobs[(slot >> m->w.bits) / 2].src != slot;
 	int kept = hwt_wheel_move(&m->w, &m->node[i], m->w.now + delay);
 	/* 1 only where the node stayed in its slot (its expiry alone changed) */
 	if (kept != 0 && !(kept == 1 && m->node[i].slot == slot && m->node[i].expires == m->w.now + delay))
 		fail(m, "move said the node stayed in its slot, and it did not, or said neither 0 nor 1");
+	/* and 1 wherever it could: a node that ends in the slot it was in was not relinked */
+	if (kept == 0 && may_stay && m->node[i].slot == slot)
+		fail(m, "move relinked a node into the slot it was in (it says 0 where it kept the node)");
 	m->state[i] = m->node[i].slot == HWT_SLOT_DUE ? IN_DUE : IN_WHEEL;
 }
 

@@ -4,6 +4,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -39,6 +40,14 @@ static int tu_readable(lua_State *L)
 	p.events = POLLIN;
 	p.revents = 0;
 	lua_pushboolean(L, poll(&p, 1, (int)(luaL_checknumber(L, 2) * 1000)) == 1);
+	return 1;
+}
+
+/* is_open(fd): the descriptor is open in this process (a close that never
+ * came leaves it so) */
+static int tu_is_open(lua_State *L)
+{
+	lua_pushboolean(L, fcntl((int)luaL_checkinteger(L, 1), F_GETFD) != -1);
 	return 1;
 }
 
@@ -196,6 +205,7 @@ static const luaL_Reg functions[] = {
 	{ "wait", tu_wait },
 	{ "_exit", tu_exit },
 	{ "readable", tu_readable },
+	{ "is_open", tu_is_open },
 	{ "sleep", tu_sleep },
 	{ "close", tu_close },
 	{ NULL, NULL }

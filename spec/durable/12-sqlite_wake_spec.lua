@@ -5,6 +5,7 @@
 -- only come from the wake-up. The other process is a fresh interpreter.
 local hwtimer = require("hwtimer")
 local ok_sqlite, sqlite = pcall(require, "hwtimer.sqlite")
+local testutil = require("hwtimer_testutil")
 local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
 local POLL = 5 * SLOW -- (a start within SLOW / 2 seconds can only be the wake-up)
 
@@ -159,7 +160,10 @@ describe("hwtimer.durable.sqlite_wake: wake-ups from another process's writes", 
     assert(other:exec("CREATE TABLE IF NOT EXISTS t (a)"))
     assert.is_true(w:drain() > 0)
     other:close()
+    local fd = w:getfd()
+    assert.is_true(testutil.is_open(fd))
     w:close()
+    assert.is_false(testutil.is_open(fd), "the watch's descriptor is still open")
     local closed_ok, closed_err = pcall(w.getfd, w)
     assert.is_false(closed_ok)
     assert.matches("attempt to use a closed watch", closed_err, 1, true)
