@@ -116,6 +116,39 @@ describe("hwtimer.tzif", function()
     assert.matches("^checked " .. n .. " differ 0\n", out)
   end)
 
+  -- (a segment ends where the offset changes, not at the end of the table
+  -- where the rule goes on with the same offset: cron steps by segments)
+  it("gives each slim zone's segments whole: the offset changes at both ends, around each table's end", function()
+    local zi = ZONEINFO .. "/tzdata.zi"
+    if not (helpers.sh("test -x /usr/sbin/zic || command -v zic >/dev/null") and io.open(zi)) then
+      return pending("needs zic and " .. zi)
+    end
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(helpers.sh("PATH=$PATH:/usr/sbin zic -b slim -d " .. dir .. " " .. zi))
+    local checked, joined = 0, 0
+    for _, name in ipairs(zone_names()) do
+      local f = io.open(dir .. "/" .. name, "rb")
+      local z = f and assert(tzif.from_data(f:read("*a"), name))
+      if f then f:close() end
+      local edge = z and z.table_end
+      for _, t in ipairs(edge and { edge - 86400, edge - 1, edge, edge + 86400 } or {}) do
+        local a, b, off, before = z:segment(t)
+        assert.equal(off, z:offset(t), name)
+        if b then assert.are_not.equal(off, z:offset(b), name .. ": segment of " .. t .. " ends at " .. b) end
+        if a then
+          assert.are_not.equal(off, before, name .. ": segment of " .. t .. " begins at " .. a)
+          assert.equal(before, z:offset(a - 1), name)
+        end
+        if t < edge and b and b > edge then joined = joined + 1 end
+        checked = checked + 1
+      end
+    end
+    helpers.sh("rm -rf " .. dir)
+    assert.is_true(checked > 1000, checked .. " instants")
+    assert.is_true(joined > 0, "no table joined the rule after it")
+  end)
+
   it("reads a version 1 file (no 64-bit block, no footer)", function()
     local data = helpers.read_file(ZONEINFO .. "/Europe/Berlin")
     local count = function(k) local a, b, c, d = data:byte(21 + k * 4, 24 + k * 4)
