@@ -459,6 +459,28 @@ return function(env)
       assert.is_true(wait(function() return q:pending() == 0 end))
     end)
 
+    -- (the jobs a claim brought wait in this process for a worker; a cancel
+    -- takes out the one it names, and only that one)
+    it("a cancel from a handler leaves the other claimed jobs to run, and takes out the one it names", function()
+      local q = assert(env.open({ poll = 60, sweep = 60 }))
+      local ran = {}
+      local far = assert(q:schedule("k", 3600, nil, { id = "far" }))
+      q:handle("k", function(job)
+        ran[#ran + 1] = job.id
+        if job.id == "a" then
+          assert.is_true(q:cancel(far))
+          assert.is_true(q:cancel("c"))
+        end
+      end)
+      assert(q:batch(function(b)
+        for _, id in ipairs({ "a", "b", "c", "d" }) do b:schedule("k", 0, nil, { id = id }) end
+      end))
+      assert.is_true(wait(function() return #ran == 3 end, 2 * SLOW), table.concat(ran, " "))
+      idle(0.1)
+      assert.same({ "a", "b", "d" }, ran)
+      assert.equal(0, q:pending())
+    end)
+
     -- (where handlers run one after another, a claim costs one spare worker
     -- on the timer, not one per job: 200 jobs take a few timeouts in all)
     it("runs 200 jobs due at once on a few of the timer's timeouts, not one a job", function()
