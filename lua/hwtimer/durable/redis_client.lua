@@ -11,13 +11,12 @@ local M = {}
 -- the server's TIME from every reply (see M.sync).
 -- boot: a clock that goes on while the machine is suspended, when the
 -- module is there (the monotonic one stands still then); stamp needs it.
+-- (without the module, only the CLI's Lua runs this file: luasocket's clock)
 local mono, boot
 do
   local ok, core = pcall(require, "hwtimer.core")
   if ok and core.now then
     mono, boot = core.now, core.boot_now
-  elseif rawget(_G, "ngx") then
-    mono = ngx.now -- luacheck: ignore 113 (in nginx: ngx is there)
   else
     mono = require("socket").gettime
   end
