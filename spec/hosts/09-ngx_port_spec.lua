@@ -126,6 +126,15 @@ http {
         ngx.say(table.concat(out, "\n"))
       }
     }
+    location = /idle_sleep {   # what the dispatcher sleeps with one timeout 3 s ahead (its own field, seconds)
+      content_by_lua_block {
+        local d = package.loaded.d
+        local t = d:schedule(3, function() end)
+        ngx.sleep(0.05)
+        ngx.say(d.sleep)
+        t:cancel()
+      }
+    }
     location = /park {   # ported timeouts still pending at the worker's exit, and plain ones
       content_by_lua_block {
         local d = package.loaded.d
@@ -224,6 +233,16 @@ describe("hwtimer.ngx: code ported from ngx.timer", function()
       "true hwtimer.ngx exit function (done or cancelled) false",
       refused("run"), refused("dispatch") }, "\n") .. "\n",
       (body:gsub("content_by_lua%(nginx%.conf:%d+%):%d+: ", "")))
+  end)
+
+  -- (nginx's clock in ms against the timer's in s: a sleep to the next
+  -- millisecond of nginx's at or after the deadline)
+  it("sleeps until the next timeout while nothing is due, not a millisecond at a time", function()
+    local status, body = N.get(port, "/idle_sleep")
+    assert.equal(200, status, body)
+    local secs = tonumber(body)
+    -- (max_wait, 1 s by default, bounds the sleep: then it looks again)
+    assert.is_true(secs and secs > 0.9 and secs < 1.1, "the dispatcher sleeps " .. body)
   end)
 
   it("d:ngx_timer().at: a callback makes a cosocket round trip; the worker lives on", function()
