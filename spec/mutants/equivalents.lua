@@ -337,4 +337,7 @@ return {
   { file = "csrc/ldispatch.c", from = "\tlhwt_check_live(L, 1)->take_only = 1;",
     to = "\tlhwt_check_live(L, 1)->take_only = 2;",
     reason = "take_only is an int read only as a truth value (if (T->take_only)): 2 is as true as 1" },
+  { file = "csrc/driver.c", from = "\tdrv.stopping = 0;", to = "",
+    reason = "stopping is 0 whenever start_thread runs: the driver starts at 0, stop_thread clears it after the "
+      .. "join, and a forked child's hwt_driver_forget clears it too" },
 }
