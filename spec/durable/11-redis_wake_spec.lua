@@ -164,6 +164,23 @@ describe("OpenResty: jobs another process makes due now", function()
     assert.equal(calls + 1, (publishes()))
   end)
 
+  -- (no stamp to give: the `add` script stamps the entry, and the wake-up
+  -- is decided from the job's own due time, seconds from the store's now)
+  it("publishes for a job q:at makes due now when the add script stores it, not for one due later", function()
+    local calls = require("hwtimer.durable.redis_client")
+    local stamp = calls.stamp
+    calls.stamp = function() return nil end
+    local ok, err = pcall(function()
+      local before = publishes()
+      assert(q:at("count", os.time() + 3600))
+      assert.equal(before, (publishes()))
+      assert(q:at("count", os.time()))
+      assert.equal(before + 1, (publishes()))
+    end)
+    calls.stamp = stamp
+    assert(ok, err)
+  end)
+
   it("listens again after its connection is killed, and after nginx -s reload", function()
     wait_listening(2)
     N.redis_cmd(server.port, "CLIENT", "KILL", "TYPE", "pubsub")
