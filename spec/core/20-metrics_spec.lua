@@ -189,6 +189,8 @@ describe("hwtimer.metrics", function()
     H.raises_at(here, function() local r = metrics.render(5) return r end, "bad argument #1 to 'render' (table expected, got number)")
     H.raises_at(here, function() local r = metrics.format({}, 5) return r end,
       "bad argument #2 to 'format' (metric name prefix expected, got number)")
+    H.raises_at(here, function() local r = metrics.format({ a = "x" }) return r end,
+      "bad argument #1 to 'format' (family 'a': a metric name (after the prefix) and a table of sample lines expected)")
     assert.is_string(metrics.render({ timers = { main = timer }, labels = {}, prefix = "x_", store = false, runs = false }))
   end)
 

@@ -340,4 +340,8 @@ return {
   { file = "csrc/driver.c", from = "\tdrv.stopping = 0;", to = "",
     reason = "stopping is 0 whenever start_thread runs: the driver starts at 0, stop_thread clears it after the "
       .. "join, and a forked child's hwt_driver_forget clears it too" },
+  { file = "csrc/ltimeout.c", from = "\tif (!taken && (delay <= 0 ? T->host_wake > 0 : now + delay < T->host_wake))",
+    to = "\tif (!taken && (delay <= 0 ? T->host_wake > 0 : now + delay <= T->host_wake))",
+    reason = "a reset whose deadline is the host's planned wake-up to the nanosecond: the hook then wakes the "
+      .. "host for the time it would wake at anyway (the hook posts; the host finds the same due timeout)" },
 }
