@@ -284,9 +284,12 @@ return function(env)
       q:close()
       q:close()
       assert.is_true(env.timer():pending() < base)
-      for _, m in ipairs({ "schedule", "at", "every", "cancel", "get", "pending", "dead", "handle", "batch" }) do
+      for _, m in ipairs({ "schedule", "at", "every", "cancel", "get", "pending", "dead", "handle", "batch",
+                           "counts", "jobs", "retry", "run_now", "schedules" }) do
         assert.has_error(function() q[m](q, "k", 1) end, "attempt to use a closed queue")
       end
+      assert.is_table(q:stats()) -- (this process's runs: no store read)
+      assert.is_nil(q:wake()) -- (nothing to wake)
     end)
   end)
 end
