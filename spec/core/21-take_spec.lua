@@ -53,6 +53,22 @@ describe("take and done", function()
     plain:close()
   end)
 
+  it("reset(0) of a taken timeout: due again at done, its deadline the tick that has begun", function()
+    local t = timer:schedule(0.005, function() end)
+    assert.equal(t, take_within(timer, 2))
+    local old = t:deadline()
+    local until_ = hwtimer.now() + 0.05
+    while hwtimer.now() < until_ do end -- (the host's callback works 50 ms)
+    local before = hwtimer.now()
+    assert(t:reset(0))
+    local dl = t:deadline()
+    assert.is_true(dl >= before - 0.002 and dl <= hwtimer.now(),
+      ("deadline %.4f s after the old one, reset at %.4f"):format(dl - old, before - old))
+    timer:done(t)
+    assert.equal(t, take_within(timer, 2))
+    timer:done(t)
+  end)
+
   it("done refuses what is not a timeout of this timer, naming what it got", function()
     local other = hwtimer.new()
     local theirs = other:schedule(10, function() end)
