@@ -649,6 +649,23 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     end))
   end)
 
+  -- (a fresh dispatcher every runner_runs runners, however short each pass:
+  -- 10 runners due at once every 20 ms, each waiting, never use up a slice)
+  it("hands over to a fresh dispatcher every runner_runs runners, in passes that never use up their slice", function()
+    ngx_.stop()
+    ngx_ = nil
+    start(10000, 256, 50)
+    assert.equal(200, (N.get(port, "/stream?n=500&span=1&burst=10")))
+    local m
+    local limit = socket.gettime() + 10
+    repeat
+      socket.sleep(0.1)
+      m = N.numbers(select(2, N.get(port, "/stream_stats")))
+    until m[1] >= 500 or socket.gettime() > limit
+    assert.equal(500, m[1])
+    assert.is_true(m[4] >= 5, "handovers for 500 runners at runner_runs 50: " .. m[4])
+  end)
+
   -- Every handed-over context whose callbacks still wait is a running timer:
   -- at lua_max_running_timers nginx drops the exit timer's premature run.
   it("calls the pending callbacks at reload when nginx drops the exit timer (lua_max_running_timers reached)", function()
