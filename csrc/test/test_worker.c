@@ -359,6 +359,41 @@ static void started_with_an_earlier_deadline(void)
 	expect(hwt_driver_count() == 0, "a stopped worker is still registered");
 }
 
+/* A worker that stops takes itself out of the driver's heap from its middle:
+ * the last one moved into its place goes down where its wake-up is later
+ * than those below it. Seven workers registered in the order of their
+ * wake-ups (10 ... 300 ms); the second stops, and the 300 ms one takes its
+ * place above the 40 and 50 ms ones: the 40 ms one is still woken then, not
+ * at 200 ms. */
+static void stop_keeps_the_driver_order(void)
+{
+	static struct hwt_worker w[7];
+	static struct hwt_node n[7];
+	static const int64_t in_ms[7] = { 10, 20, 30, 40, 50, 200, 300 };
+	struct pollfd pfd;
+	int64_t now = hwt_clock_ns();
+	int i;
+	for (i = 0; i < 7; i++) {
+		expect(hwt_worker_init(&w[i], MS, 9) == 0, "init");
+		hwt_node_init(&n[i]);
+		hwt_worker_add(&w[i], &n[i], hwt_worker_tick_at(&w[i], now + in_ms[i] * MS), now);
+		expect(hwt_worker_start(&w[i]) == 0, "start"); /* registered with its wake-up */
+	}
+	hwt_worker_stop(&w[1]);
+	pfd.fd = w[3].fds[0];
+	pfd.events = POLLIN;
+	expect(poll(&pfd, 1, 150) == 1,
+	       "a node due in 40 ms was not signalled in 150 ms once another worker had left the driver");
+	for (i = 0; i < 7; i++) {
+		struct hwt_link all;
+		hwt_worker_stop(&w[i]);
+		hwt_list_init(&all);
+		hwt_worker_collect(&w[i], &all);
+		hwt_worker_destroy(&w[i]);
+	}
+	expect(hwt_driver_count() == 0, "a stopped worker is still registered");
+}
+
 int main(void)
 {
 	host_takes_a_level0_expiry();
@@ -369,6 +404,7 @@ int main(void)
 	many_workers_one_driver();
 	stop_while_driven();
 	started_with_an_earlier_deadline();
+	stop_keeps_the_driver_order();
 	printf("test_worker: the host's side of a worker; its wake-up descriptor (%s); many workers on one driver\n"
 	       "%d passed, %d failed\n",
 #if defined(HWT_NO_EVENTFD) || !defined(__linux__)
@@ -376,6 +412,6 @@ int main(void)
 #else
 	       "an eventfd",
 #endif
-	       failures ? 0 : 8, failures);
+	       failures ? 0 : 9, failures);
 	return failures != 0;
 }
