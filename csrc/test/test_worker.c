@@ -325,6 +325,21 @@ static void stop_while_driven(void)
 	expect(hwt_driver_count() == 0, "a stopped worker is still registered");
 }
 
+/* Stop, collect and destroy workers 0 .. n-1 (stopped ones too): none is
+ * then left on the driver. */
+static void stop_all(struct hwt_worker *w, int n)
+{
+	int i;
+	for (i = 0; i < n; i++) {
+		struct hwt_link all;
+		hwt_worker_stop(&w[i]);
+		hwt_list_init(&all);
+		hwt_worker_collect(&w[i], &all);
+		hwt_worker_destroy(&w[i]);
+	}
+	expect(hwt_driver_count() == 0, "a stopped worker is still registered");
+}
+
 /* A worker started with a node already due soon (as one restarted after a
  * fork keeps its wheel) goes before the workers already driven whose next
  * wake-up is later: its node comes due on time, not at theirs. */
@@ -349,14 +364,7 @@ static void started_with_an_earlier_deadline(void)
 	ready = poll(&pfd, 1, 300);
 	expect(ready == 1, "a worker started with a node due in 20 ms was not woken in 300 ms");
 	expect(hwt_clock_ns() >= due, "woken before its node was due");
-	for (i = 0; i < 3; i++) {
-		struct hwt_link all;
-		hwt_worker_stop(&w[i]);
-		hwt_list_init(&all);
-		hwt_worker_collect(&w[i], &all);
-		hwt_worker_destroy(&w[i]);
-	}
-	expect(hwt_driver_count() == 0, "a stopped worker is still registered");
+	stop_all(w, 3);
 }
 
 /* A worker that stops takes itself out of the driver's heap from its middle:
@@ -384,14 +392,7 @@ static void stop_keeps_the_driver_order(void)
 	pfd.events = POLLIN;
 	expect(poll(&pfd, 1, 150) == 1,
 	       "a node due in 40 ms was not signalled in 150 ms once another worker had left the driver");
-	for (i = 0; i < 7; i++) {
-		struct hwt_link all;
-		hwt_worker_stop(&w[i]);
-		hwt_list_init(&all);
-		hwt_worker_collect(&w[i], &all);
-		hwt_worker_destroy(&w[i]);
-	}
-	expect(hwt_driver_count() == 0, "a stopped worker is still registered");
+	stop_all(w, 7);
 }
 
 int main(void)

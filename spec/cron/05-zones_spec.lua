@@ -87,19 +87,27 @@ describe("hwtimer.tzif", function()
     assert.matches("^checked " .. n .. " differ 0\n", out)
   end)
 
+  -- Every zone compiled slim into a directory of its own (removed by the
+  -- caller), or nil and why not.
+  local function slim_zones()
+    local zi = ZONEINFO .. "/tzdata.zi"
+    if not (helpers.sh("test -x /usr/sbin/zic || command -v zic >/dev/null") and io.open(zi)) then
+      return nil, "needs zic and " .. zi
+    end
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(helpers.sh("PATH=$PATH:/usr/sbin zic -b slim -d " .. dir .. " " .. zi))
+    return dir
+  end
+
   -- zic -b slim (upstream's default since 2020b) ends a zone's table at its
   -- last rule change and leaves the years after it to the footer's rule; a
   -- table may end with transitions that change only the name or the DST
   -- flag, after the last change of offset.
   it("reads slim zone files (zic -b slim) as Python's zoneinfo does, every zone, 1990-2040 every 5 days", function()
     if not has_python() then return pending(PYTHON .. " has no zoneinfo") end
-    local zi = ZONEINFO .. "/tzdata.zi"
-    if not (helpers.sh("test -x /usr/sbin/zic || command -v zic >/dev/null") and io.open(zi)) then
-      return pending("needs zic and " .. zi)
-    end
-    local dir = os.tmpname()
-    os.remove(dir)
-    assert(helpers.sh("PATH=$PATH:/usr/sbin zic -b slim -d " .. dir .. " " .. zi))
+    local dir, why = slim_zones()
+    if not dir then return pending(why) end
     local zones = {}
     for _, name in ipairs(zone_names()) do
       local f = io.open(dir .. "/" .. name, "rb")
@@ -119,13 +127,8 @@ describe("hwtimer.tzif", function()
   -- (a segment ends where the offset changes, not at the end of the table
   -- where the rule goes on with the same offset: cron steps by segments)
   it("gives each slim zone's segments whole: the offset changes at both ends, around each table's end", function()
-    local zi = ZONEINFO .. "/tzdata.zi"
-    if not (helpers.sh("test -x /usr/sbin/zic || command -v zic >/dev/null") and io.open(zi)) then
-      return pending("needs zic and " .. zi)
-    end
-    local dir = os.tmpname()
-    os.remove(dir)
-    assert(helpers.sh("PATH=$PATH:/usr/sbin zic -b slim -d " .. dir .. " " .. zi))
+    local dir, why = slim_zones()
+    if not dir then return pending(why) end
     local checked, joined = 0, 0
     for _, name in ipairs(zone_names()) do
       local f = io.open(dir .. "/" .. name, "rb")

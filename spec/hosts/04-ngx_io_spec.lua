@@ -365,6 +365,19 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     assert(N.wait_listening(port, "/ping"), ngx_.log())
   end
 
+  -- /stream's n callbacks (due over span s, burst at once), each waiting 1 s:
+  -- /stream_stats once all have run, or after 10 s
+  local function stream(n, span, burst)
+    assert.equal(200, (N.get(port, ("/stream?n=%d&span=%g&burst=%d"):format(n, span, burst))))
+    local m
+    local limit = socket.gettime() + 10
+    repeat
+      socket.sleep(0.1)
+      m = N.numbers(select(2, N.get(port, "/stream_stats")))
+    until m[1] >= n or socket.gettime() > limit
+    return m
+  end
+
   setup(function()
     redis = N.start_redis()
     start()
@@ -628,13 +641,7 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
       ngx_.stop()
       ngx_ = nil
       start(10000, 4, 50) -- a handover every 50 runners: 80 tried
-      assert.equal(200, (N.get(port, "/stream?n=4000&span=2&burst=200")))
-      local m
-      local limit = socket.gettime() + 10
-      repeat
-        socket.sleep(0.1)
-        m = N.numbers(select(2, N.get(port, "/stream_stats")))
-      until m[1] >= 4000 or socket.gettime() > limit
+      local m = stream(4000, 2, 200)
       print(string.format("\n    4,000 callbacks waiting 1 s each, 200 due at once every 0.1 s, 4 running timers at most, " ..
         "runner_runs 50: lateness p99 %.1f ms, max %.1f ms, %d handovers", m[2] * 1e3, m[3] * 1e3, m[4]))
       local log = ngx_.log()
@@ -655,13 +662,7 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     ngx_.stop()
     ngx_ = nil
     start(10000, 256, 50)
-    assert.equal(200, (N.get(port, "/stream?n=500&span=1&burst=10")))
-    local m
-    local limit = socket.gettime() + 10
-    repeat
-      socket.sleep(0.1)
-      m = N.numbers(select(2, N.get(port, "/stream_stats")))
-    until m[1] >= 500 or socket.gettime() > limit
+    local m = stream(500, 1, 10)
     assert.equal(500, m[1])
     assert.is_true(m[4] >= 5, "handovers for 500 runners at runner_runs 50: " .. m[4])
   end)

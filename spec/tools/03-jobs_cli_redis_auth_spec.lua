@@ -252,6 +252,16 @@ describe("hwtimer-jobs with a Redis server that wants a password", function()
     end)
   end
 
+  -- The CLI asked for other.hwt.example.test, which the server's certificate
+  -- does not name: refused, saying so.
+  local function refuses_other(t, prefix)
+    local out, err, status = jobs_by_name("other.hwt.example.test", t.port, t.certs, prefix, { "counts" })
+    assert.same({ "", 1 }, { out, status })
+    local want = "hwtimer-jobs: cannot connect to Redis at rediss://other.hwt.example.test:" .. t.port ..
+      "/0: TLS: the server's certificate does not name other.hwt.example.test"
+    assert.equal(want, err:sub(1, #want))
+  end
+
   -- A certificate with no subjectAltName: its common name is the name
   -- checked (as OpenSSL's X509_check_host does).
   tls_describe("(TLS, a certificate named by its common name alone)",
@@ -260,11 +270,7 @@ describe("hwtimer-jobs with a Redis server that wants a password", function()
       local out, err, status = jobs_by_name("cn.hwt.example.test", t.port, t.certs, "cn", { "--json", "show", "c1" })
       assert.same({ "", 0 }, { err, status })
       assert.equal("by its common name", json_of(out).payload)
-      out, err, status = jobs_by_name("other.hwt.example.test", t.port, t.certs, "cn", { "counts" })
-      assert.same({ "", 1 }, { out, status })
-      local want = "hwtimer-jobs: cannot connect to Redis at rediss://other.hwt.example.test:" .. t.port ..
-        "/0: TLS: the server's certificate does not name other.hwt.example.test"
-      assert.equal(want, err:sub(1, #want))
+      refuses_other(t, "cn")
     end)
   end)
 
@@ -281,11 +287,7 @@ describe("hwtimer-jobs with a Redis server that wants a password", function()
       out, err, status = jobs_by_name("named.hwt.example.test", t.port, t.certs, "ip", { "--json", "show", "i1" })
       assert.same({ "", 0 }, { err, status })
       assert.equal("by its address", json_of(out).payload)
-      out, err, status = jobs_by_name("other.hwt.example.test", t.port, t.certs, "ip", { "counts" })
-      assert.same({ "", 1 }, { out, status })
-      local want = "hwtimer-jobs: cannot connect to Redis at rediss://other.hwt.example.test:" .. t.port ..
-        "/0: TLS: the server's certificate does not name other.hwt.example.test"
-      assert.equal(want, err:sub(1, #want))
+      refuses_other(t, "ip")
     end)
   end)
 
