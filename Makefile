@@ -131,17 +131,17 @@ $(FAILTHREAD): csrc/test/failthread.c
 # The wheel's tests again under UBSan, which stops at the first undefined
 # operation (a shift by 64, an overflow): its arithmetic on ticks near 2^64
 # has no other witness where the result happens to come out right.
-$(CBUILD)/test_wheel_ubsan: csrc/test/test_wheel.c csrc/wheel.c $(HDR)
+$(CBUILD)/test_wheel_ubsan: csrc/test/test_wheel.c csrc/test/count_blocks.h csrc/wheel.c $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) -O1 -g -fsanitize=undefined -fno-sanitize-recover=undefined -o $@ csrc/test/test_wheel.c csrc/wheel.c \
 	  $(LDLIBS)
 
 # The SQLite store's checkpoint thread alone (its own allocator and pthread_create).
-$(CBUILD)/test_checkpoint: csrc/test/test_checkpoint.c csrc/durable/checkpoint.c csrc/durable/checkpoint.h
+$(CBUILD)/test_checkpoint: csrc/test/test_checkpoint.c csrc/test/count_blocks.h csrc/durable/checkpoint.c csrc/durable/checkpoint.h
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -o $@ csrc/test/test_checkpoint.c csrc/durable/checkpoint.c -lsqlite3 -lpthread -ldl
 
-$(CBUILD)/test_wheel: csrc/test/test_wheel.c $(CORE_SRC) $(HDR)
+$(CBUILD)/test_wheel: csrc/test/test_wheel.c csrc/test/count_blocks.h $(CORE_SRC) $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -o $@ csrc/test/test_wheel.c csrc/wheel.c $(LDLIBS)
 

@@ -2,9 +2,8 @@
  * test_checkpoint.c: the SQLite store's checkpoint thread (csrc/durable/
  * checkpoint.c) on its own: it checkpoints a WAL past its mark, and gives
  * back every block it took when stopped, and when it cannot start (no file,
- * a thread refused). The allocator and pthread_create are this program's
- * own (glibc's underneath), so that a test can count the blocks and refuse
- * a thread.
+ * a thread refused). The allocator (count_blocks.h) and pthread_create are
+ * this program's own, so that a test can count the blocks and refuse a thread.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -26,57 +25,7 @@ static void fail(const char *what)
 
 /* ---- the blocks held, and a thread refused on demand --------------------- */
 
-#if defined(__GLIBC__)
-extern void *__libc_malloc(size_t), *__libc_calloc(size_t, size_t), *__libc_realloc(void *, size_t);
-extern void __libc_free(void *);
-static long live_blocks; /* (the test's threads allocate only between start and stop: see stop_counts) */
-static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
-static void count(long d)
-{
-	pthread_mutex_lock(&count_lock);
-	live_blocks += d;
-	pthread_mutex_unlock(&count_lock);
-}
-void *malloc(size_t n)
-{
-	void *p = __libc_malloc(n);
-	if (p)
-		count(1);
-	return p;
-}
-void *calloc(size_t k, size_t n)
-{
-	void *p = __libc_calloc(k, n);
-	if (p)
-		count(1);
-	return p;
-}
-void *realloc(void *q, size_t n)
-{
-	void *p = __libc_realloc(q, n);
-	if (!q && p)
-		count(1);
-	else if (q && !p && n == 0)
-		count(-1);
-	return p;
-}
-void free(void *p)
-{
-	if (p)
-		count(-1);
-	__libc_free(p);
-}
-static long blocks(void)
-{
-	long n;
-	pthread_mutex_lock(&count_lock);
-	n = live_blocks;
-	pthread_mutex_unlock(&count_lock);
-	return n;
-}
-#else
-static long blocks(void) { return 0; } /* (another C library: the blocks are not counted) */
-#endif
+#include "count_blocks.h"
 
 static int refuse_threads;
 
@@ -124,7 +73,7 @@ static void test_start_stop_frees_all(void)
 	long before, rounds = 0, finishes = 0;
 	struct hwt_checkpointer *c;
 	int i;
-	before = blocks();
+	before = blocks_held();
 	db = open_wal();
 	if (!(c = hwt_checkpointer_start(db, 8, &err)))
 		fail(err);
@@ -137,8 +86,8 @@ static void test_start_stop_frees_all(void)
 		fail("no checkpoint round after 800 pages committed past a mark of 8");
 	hwt_checkpointer_stop(c);
 	sqlite3_close(db);
-	if (blocks() != before) {
-		fprintf(stderr, "test_checkpoint: FAIL: %ld blocks not given back by start and stop\n", blocks() - before);
+	if (blocks_held() != before) {
+		fprintf(stderr, "test_checkpoint: FAIL: %ld blocks not given back by start and stop\n", blocks_held() - before);
 		exit(1);
 	}
 	passed++;
@@ -150,24 +99,24 @@ static void test_refusals_keep_nothing(void)
 	sqlite3 *db, *mem;
 	const char *err = NULL;
 	long before;
-	before = blocks();
+	before = blocks_held();
 	db = open_wal();
 	refuse_threads = 1;
 	if (hwt_checkpointer_start(db, 8, &err) || !err || strcmp(err, "cannot start the checkpoint's thread"))
 		fail("a refused thread: NULL and why");
 	refuse_threads = 0;
 	sqlite3_close(db);
-	if (blocks() != before) {
-		fprintf(stderr, "test_checkpoint: FAIL: a refused thread left %ld blocks\n", blocks() - before);
+	if (blocks_held() != before) {
+		fprintf(stderr, "test_checkpoint: FAIL: a refused thread left %ld blocks\n", blocks_held() - before);
 		exit(1);
 	}
 	if (sqlite3_open(":memory:", &mem) != SQLITE_OK)
 		fail("open :memory:");
-	before = blocks();
+	before = blocks_held();
 	err = NULL;
 	if (hwt_checkpointer_start(mem, 8, &err) || !err || strcmp(err, "no file to checkpoint"))
 		fail("no file: NULL and why");
-	if (blocks() != before)
+	if (blocks_held() != before)
 		fail("a start without a file kept blocks");
 	sqlite3_close(mem);
 	passed++;

@@ -525,42 +525,13 @@ static void test_collect_takes_every_node(void)
 	}
 }
 
-/* This program's allocator (glibc's own underneath): the blocks it holds,
- * so that a test can see a wheel give back all it took. */
-#if defined(__GLIBC__)
-extern void *__libc_malloc(size_t), *__libc_calloc(size_t, size_t), *__libc_realloc(void *, size_t);
-extern void __libc_free(void *);
-static long live_blocks;
-void *malloc(size_t n)
-{
-	void *p = __libc_malloc(n);
-	live_blocks += p != NULL;
-	return p;
-}
-void *calloc(size_t k, size_t n)
-{
-	void *p = __libc_calloc(k, n);
-	live_blocks += p != NULL;
-	return p;
-}
-void *realloc(void *q, size_t n)
-{
-	void *p = __libc_realloc(q, n);
-	live_blocks += q == NULL && p != NULL;
-	return p;
-}
-void free(void *p)
-{
-	live_blocks -= p != NULL;
-	__libc_free(p);
-}
-#endif
+#include "count_blocks.h" /* this program's allocator: the blocks it holds */
 
 /* hwt_wheel_free gives back every block init took, on every geometry. */
 static void test_free_gives_back_all(void)
 {
 #if defined(__GLIBC__)
-	long before = live_blocks;
+	long before = blocks_held();
 	unsigned i;
 	for (i = 0; i < 100; i++) {
 		struct hwt_wheel w;
@@ -568,8 +539,8 @@ static void test_free_gives_back_all(void)
 			abort();
 		hwt_wheel_free(&w);
 	}
-	if (live_blocks != before) {
-		fprintf(stderr, "test_wheel: FAIL: 100 wheels made and freed kept %ld blocks\n", live_blocks - before);
+	if (blocks_held() != before) {
+		fprintf(stderr, "test_wheel: FAIL: 100 wheels made and freed kept %ld blocks\n", blocks_held() - before);
 		abort();
 	}
 #endif
