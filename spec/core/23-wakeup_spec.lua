@@ -62,6 +62,19 @@ describe("timer:wakeup", function()
     assert.are.equal(1, woken)
   end)
 
+  -- A host told nil sleeps until woken: any schedule then is before its
+  -- wake-up, however far ahead, and one due now too.
+  it("is called for any schedule after timeout() said nothing is pending", function()
+    timer:wakeup(function() woken = woken + 1 end)
+    for round, delay in ipairs({ 3600, 0 }) do
+      assert.is_nil(timer:timeout())
+      local t = timer:schedule(delay, nop)
+      assert.are.equal(round, woken, "a schedule " .. delay .. " s ahead")
+      t:cancel()
+      timer:dispatch()
+    end
+  end)
+
   it("is not called for a schedule due after the planned wake-up", function()
     timer:schedule(1, nop)
     timer:wakeup(function() woken = woken + 1 end)

@@ -22,11 +22,20 @@ local function run_failing(call, times, code)
   return out, out:match("exit=(%d+)%s*$") == "0"
 end
 
--- Two new() in a row: the first refused, the second runs a timeout.
+-- Two new() in a row: the first refused (and what it leaves open), the
+-- second runs a timeout.
 local NEW_TWICE = [[
   local hwtimer = require("hwtimer")
+  local testutil = require("hwtimer_testutil")
+  local function open_fds()
+    local n = 0
+    for fd = 0, 1023 do if testutil.is_open(fd) then n = n + 1 end end
+    return n
+  end
+  local before = open_fds()
   local t, err = hwtimer.new()
   print("first:", t == nil and "nil" or "a timer", err)
+  print("descriptors the refused timer left open:", open_fds() - before)
   local timer = assert(hwtimer.new())
   local ran = false
   timer:schedule(0.01, function() ran = true end)
@@ -52,6 +61,7 @@ describe("a thread the system refuses", function()
     local out, ok = run_failing("pthread_create", 1, NEW_TWICE)
     assert.is_true(ok, out)
     assert.matches("first:\tnil\thwtimer: cannot start timer: Resource temporarily unavailable", out, 1, true)
+    assert.matches("descriptors the refused timer left open:\t0\n", out, 1, true) -- (its pipe closed)
     assert.matches("second ran a timeout:\ttrue", out, 1, true)
   end)
 
@@ -59,6 +69,7 @@ describe("a thread the system refuses", function()
     local out, ok = run_failing("pthread_cond_init", 1, NEW_TWICE)
     assert.is_true(ok, out)
     assert.matches("first:\tnil\thwtimer: cannot start timer: Resource temporarily unavailable", out, 1, true)
+    assert.matches("descriptors the refused timer left open:\t0\n", out, 1, true) -- (its pipe closed)
     assert.matches("second ran a timeout:\ttrue", out, 1, true)
   end)
 

@@ -104,6 +104,15 @@ describe("hwtimer.durable.redis_client's calls without a connection", function()
     assert.same({ nil, "cannot connect: connection refused", false }, { res, err, server })
   end)
 
+  it("say so too when the connect function returns nil or false and a message, not raising", function()
+    for _, failed in ipairs({ { nil, "no route to host" }, { false, "no route to host" } }) do
+      local state = { connect = function() return failed[1], failed[2] end, sha = {} }
+      local res, err, server = calls.command(state, "ping")
+      assert.same({ nil, "cannot connect: no route to host", false }, { res, err, server }, tostring(failed[1]))
+      assert.is_nil(state.client)
+    end
+  end)
+
   it("take a client with no publish method as a refusal", function()
     local res, err, server = calls.publish({ client = { ping = function() return "PONG" end }, sha = {} }, "chan", "kind")
     assert.same({ nil, "the client has no publish method", true }, { res, err, server })

@@ -502,6 +502,32 @@ describe("hwtimer.durable.redis_wake: a plain Lua process listens for wake-ups",
     for i = 1, 50 do assert.equal("p" .. i, payloads[ids[i]], "job " .. i) end
   end)
 
+  -- Replies come as the socket gives them: a read (64 KiB) ends anywhere,
+  -- in a message's length line or its text, and the rest comes next read.
+  it("takes each of a burst of wake-ups larger than a read whole, however the reads split them", function()
+    local woken = 0
+    q.wake = function() woken = woken + 1 end -- (the listener's call, counted; connecting calls it once)
+    local l = assert(wake.listen(q))
+    assert.equal(1, woken)
+    local n = 50000 -- (about 1.2 MB: 20 reads or more, each ending wherever the kernel had got to)
+    local function publish(kind)
+      return "*3\r\n$7\r\nPUBLISH\r\n$" .. #l.channel .. "\r\n" .. l.channel .. "\r\n$" .. #kind .. "\r\n" .. kind .. "\r\n"
+    end
+    local burst = {}
+    for i = 1, n do burst[i] = publish(i % 2 == 0 and "count" or "") end
+    burst[n + 1] = publish("nobody's kind") -- (not handled here: no wake)
+    local pub = assert(require("socket").connect("127.0.0.1", server.port))
+    assert(pub:send(table.concat(burst))) -- (one write: the server sends the messages as fast as it can)
+    local limit = core.now() + 5 * SLOW
+    while woken < n + 1 and core.now() < limit do assert.is_true(l:step()) end
+    for _ = 1, 10 do l:step() end
+    assert.equal(n + 1, woken)
+    assert.is_nil(l.why)
+    assert.equal("", l.buf)
+    pub:close()
+    l:close()
+  end)
+
   it("says why there is nothing to listen to", function()
     local t3 = hwtimer.new()
     local off = assert(durable.open(t3, { prefix = "lw", wake = false,

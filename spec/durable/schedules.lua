@@ -484,6 +484,24 @@ return function(env)
         assert.is_true(near(job.scheduled_for, start + 3600))
         assert.same({ 1, 0 }, { job.runs, job.attempt })
       end)
+
+      -- (an upsert of the same calendar keeps the pending run as it is: a
+      -- run waiting for its retry keeps its try and its time)
+      it("keeps its retry, its try and time, when another payload of its schedule is deployed meanwhile", function()
+        local q = open({ backoff = { delay = 60 } })
+        local runs = recorder(q, "f", function() error("fails", 0) end)
+        local start = env.now() - 0.2
+        assert(q:every("f", 3600, "p", { id = "f", start = start, missed = "skip" }))
+        assert.is_true(env.wait(function() local j = q:get("f") return #runs == 1 and j and not j.leased end))
+        local before = q:get("f")
+        assert.same({ 1, 0 }, { before.attempt, before.runs })
+        assert.is_true(before.due > env.now() + 50, "the retry is due in " .. (before.due - env.now()) .. " s")
+        assert.equal("f", q:every("f", 3600, "q", { id = "f", start = start, missed = "skip" }))
+        local job = q:get("f")
+        assert.same({ "q", 1, 0, before.due, before.scheduled_for }, { job.payload, job.attempt, job.runs, job.due,
+          job.scheduled_for })
+        assert.is_true(near(job.scheduled_for, start))
+      end)
     end)
   end)
 end

@@ -40,6 +40,9 @@ local COVER = {
   ["csrc/wheel.c"] = { "test-c", "spec/core/02-schedule_spec.lua", "spec/core/03-timeout_spec.lua", "spec/core/06-stop_spec.lua" },
   ["csrc/clock.c"] = { "test-c", "spec/core/02-schedule_spec.lua", "spec/core/07-poll_spec.lua" },
   ["csrc/durable/lsqlite.c"] = { SQLITE[1], SQLITE[2], "spec/tools/02-jobs_cli_bytes_spec.lua#not a regular file" },
+  -- (a store of format 1 opened `existing`, as the CLI does, is refused, not upgraded: tools/01 tells)
+  ["lua/hwtimer/durable/sqlite.lua"] = { SQLITE[1], SQLITE[2],
+    "spec/tools/01-jobs_cli_spec.lua#neither makes a store in an empty file nor upgrades one of format 1" },
   ["csrc/durable/checkpoint.c"] = { "test-c", "spec/core/24-thread_refused_spec.lua", SQLITE[1], SQLITE[2] },
   ["lua/hwtimer.lua"] = { "spec/core/01-module_spec.lua", "spec/core/02-schedule_spec.lua" },
   ["lua/hwtimer/check.lua"] = { "spec/core/09-retry_spec.lua", "spec/core/11-badinput_spec.lua" },
