@@ -202,6 +202,17 @@ describe("hwtimer.durable", function()
           "bad argument #1 to 'open' (hwtimer.timer expected, got a stopped timer)")
         assert.is_nil(io.open(path)) -- before the store was touched
       end
+      -- a timer of the host's own making, with no getfd to ask, is taken as running
+      local wrapper = setmetatable({}, { __index = function(_, k)
+        if k == "getfd" then return nil end
+        local v = timer[k]
+        if type(v) ~= "function" then return v end
+        return function(_, ...) return v(timer, ...) end
+      end })
+      local wrapped = assert(durable.open(wrapper, { path = path }))
+      assert.truthy(wrapped:schedule("k", 60))
+      wrapped:close()
+      os.remove(path)
       assert.has_error(function() durable.open(timer, {}) end, "bad argument #2 to 'open' (option 'path' expected)")
       assert.has_error(function() durable.open(timer, { path = path, windwo = 1 }) end,
         "bad argument #2 to 'open' (unknown option 'windwo')")

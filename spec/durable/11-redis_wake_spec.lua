@@ -190,8 +190,13 @@ describe("OpenResty: jobs another process makes due now", function()
       assert.is_true(started_after(assert(q:schedule("count", 0)), t0) < SLOW)
     end
     local old = nginx.worker_pids()
+    local t_reload = core.now()
     assert.is_true(nginx.signal("reload"))
     assert.is_nil(N.wait_gone(old, 10 * SLOW), "the old workers did not exit")
+    -- (a listener looks whether its worker exits between reads of at most
+    -- 0.5 s, not the connection's own timeout, 5 s here)
+    local took = core.now() - t_reload
+    assert.is_true(took < 2.5 * SLOW, "the old workers took " .. took .. " s to exit")
     assert.is_true(N.wait_listening(port, "/ping"))
     for _ = 1, 2 do assert.equal("open\n", select(2, N.get(port, "/ready", 10))) end
     wait_listening(2)
