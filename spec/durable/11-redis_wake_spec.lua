@@ -224,6 +224,30 @@ describe("OpenResty: jobs another process makes due now", function()
     assert.is_true(started_after(id, t0) < SLOW)
   end)
 
+  it("listens again where the server had no room for a listener's connection for a while: not a refusal for good",
+     function()
+    wait_listening(2)
+    local admin = redis.connect("127.0.0.1", server.port) -- (connected before the limit: it stays)
+    local before = #nginx.log()
+    local ok, err = pcall(function()
+      admin:config("set", "maxclients", "1")
+      admin:client("kill", "type", "normal") -- (the workers' pooled connections: a listener would take one; not admin)
+      admin:client("kill", "type", "pubsub")
+      socket.sleep(0.5 * SLOW) -- (each worker's listener is answered "ERR max number of clients reached")
+      assert.equal(0, tonumber(admin:raw_cmd("PUBSUB NUMSUB " .. durable.engine(q):wake_channel())[2]))
+      admin:config("set", "maxclients", "10000")
+      wait_listening(2)
+    end)
+    admin:config("set", "maxclients", "10000")
+    admin:quit()
+    assert(ok, err)
+    assert.not_matches("no wake-ups for", nginx.log():sub(before + 1), 1, true)
+    local t0 = core.now()
+    -- (this process's client was killed too: its first command finds the connection closed)
+    local id = q:schedule("count", 0) or assert(q:schedule("count", 0))
+    assert.is_true(started_after(id, t0) < SLOW)
+  end)
+
   it("leaves every worker alive: none exited on a signal, no alert in error.log", function()
     assert.not_matches("exited on signal", nginx.log(), 1, true)
     assert.not_matches("%[alert%]", nginx.log())
@@ -298,6 +322,27 @@ describe("q:wake() in a plain Lua process", function()
     q:close()
     other:close()
     q:wake() -- (nothing on a closed queue)
+    timer:close()
+  end)
+
+  -- (a job with an id is put through the put script, which may replace one:
+  -- its wake-up is decided from its due time, a delay or a time of day)
+  it("publishes for a job with an id due within the poll, by delay or by time, and not for one due later", function()
+    local timer = hwtimer.new()
+    local q = assert(durable.open(timer, { redis = function() return redis.connect("127.0.0.1", server.port) end,
+      prefix = "ids", poll = POLL }))
+    local function publishes()
+      return tonumber(N.redis_cmd(server.port, "INFO", "commandstats"):match("cmdstat_publish:calls=(%d+)") or 0)
+    end
+    local before = publishes()
+    assert(q:schedule("elsewhere", 3600, nil, { id = "later" }))
+    assert(q:at("elsewhere", os.time() + 3600, nil, { id = "later-at" }))
+    assert.equal(before, publishes())
+    assert(q:schedule("elsewhere", 0, nil, { id = "now" }))
+    assert.equal(before + 1, publishes())
+    assert(q:at("elsewhere", os.time() - 1, nil, { id = "now-at" }))
+    assert.equal(before + 2, publishes())
+    q:close()
     timer:close()
   end)
 
@@ -531,6 +576,46 @@ describe("hwtimer.durable.redis_wake: a plain Lua process listens for wake-ups",
     assert.equal("", l.buf)
     pub:close()
     l:close()
+  end)
+
+  -- A server at its maxclients answers a new connection with "ERR max
+  -- number of clients reached" and closes it: not a refusal for good.
+  it("tries again after the backoff where the server has no room for its connection, and listens once it has",
+     function()
+    local admin = redis.connect("127.0.0.1", server.port) -- (connected before the limit: it stays)
+    local l = assert(wake.listen(q))
+    local function listening() return tonumber(admin:raw_cmd("PUBSUB NUMSUB " .. l.channel)[2]) end
+    local function turn_until(cond, secs)
+      local limit = core.now() + secs * SLOW
+      while core.now() < limit and not cond() do
+        assert.is_true(l:step())
+        timer:run(0.01)
+      end
+      return cond()
+    end
+    assert.is_true(turn_until(function() return listening() == 1 end, 2))
+    local function rejected()
+      return tonumber(admin:raw_cmd("INFO stats"):match("rejected_connections:(%d+)"))
+    end
+    local ok, err = pcall(function()
+      admin:config("set", "maxclients", "1")
+      local before, window = rejected(), 0.5 * SLOW
+      admin:client("kill", "type", "pubsub")
+      turn_until(function() return false end, 0.5)
+      assert.matches("max number of clients reached", tostring(l.why), 1, true)
+      assert.equal(0, listening())
+      -- at once, then after 0.05 s, 0.1, 0.2...: the backoff's steps, not a try a turn
+      local most, at, step = 2, 0, 0.05
+      while at + step <= window do at, step, most = at + step, math.min(1, step * 2), most + 1 end
+      local refusals = rejected() - before
+      assert.is_true(refusals >= 2 and refusals <= most, refusals .. " tries in " .. window .. " s (at most " .. most .. ")")
+      admin:config("set", "maxclients", "10000")
+      assert.is_true(turn_until(function() return listening() == 1 end, 3), "not listening again")
+    end)
+    admin:config("set", "maxclients", "10000")
+    admin:quit()
+    l:close()
+    assert(ok, err)
   end)
 
   it("says why there is nothing to listen to", function()

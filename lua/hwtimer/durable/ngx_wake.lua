@@ -22,11 +22,9 @@ local RETRY_FIRST, RETRY_MAX = 0.05, 1
 local function close(red) pcall(red.close, red) end
 
 -- A refusal of the server (an ACL without the channel, SUBSCRIBE renamed)
--- is for good; a connection that failed is tried again.
-local function refused(err)
-  local e = tostring(err)
-  return e:find("NOPERM", 1, true) or e:find("ERR", 1, true) == 1 or e:find("unknown command", 1, true)
-end
+-- is for good; a connection that failed, or a refusal that passes (too
+-- many clients), is tried again.
+local refused = require("hwtimer.durable.redis_client").refused_for_good
 
 -- One subscription, until the worker exits, the queue closes or the
 -- connection fails: true, or nil, why, refused (for good), subscribed.

@@ -26,6 +26,16 @@ end
 -- The client: calls that give nil, message and survive NOSCRIPT
 ---------------------------------------------------------------------------
 
+--- Whether the server's refusal of a SUBSCRIBE (its error reply, `msg`)
+-- is for good: an ACL that denies the channel (NOPERM) or SUBSCRIBE renamed
+-- away (unknown command). Any other ("ERR max number of clients reached", a
+-- server loading or busy) passes, and a listener tries again after its
+-- backoff.
+function M.refused_for_good(msg)
+  local e = tostring(msg)
+  return e:find("NOPERM", 1, true) ~= nil or e:find("unknown command", 1, true) ~= nil
+end
+
 -- A reply's nil: resty's ngx.null (a lightuserdata) or plain nil.
 local function null(v) return v == nil or type(v) == "userdata" end
 

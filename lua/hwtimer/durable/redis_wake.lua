@@ -17,6 +17,7 @@
 -- beyond theirs); each new one polls the queue, since pub/sub keeps
 -- nothing sent while none listened.
 local store_up = require("hwtimer.durable").store_up
+local refused_for_good = require("hwtimer.durable.redis_client").refused_for_good
 
 local M = {}
 local Listener = {}
@@ -43,13 +44,13 @@ local function connect(self)
     return nil, "SUBSCRIBE: " .. tostring(serr)
   end
   sock:settimeout(0)
-  self.sock, self.buf, self.step_s = sock, "", nil
+  self.sock, self.buf = sock, ""
   if self.on_fd then self.on_fd(sock:getfd()) end
   self.q:wake()
   return true
 end
 
-local retry
+local retry, drop
 
 -- Close the connection's socket. A cqueues loop that polled it must forget
 -- its descriptor first (cqueues.cancel), or its next step fails on the
@@ -61,6 +62,14 @@ local function close_socket(sock)
     if fd and fd >= 0 then pcall(cqueues.cancel, fd) end
   end
   pcall(sock.close, sock)
+end
+
+-- Let the connection go and try again after the backoff's next step.
+drop = function(self)
+  if self.sock then close_socket(self.sock) end
+  self.sock = nil
+  if self.on_fd then self.on_fd(nil) end
+  if not self.closed then retry(self) end
 end
 
 local function lost(self, why)
@@ -130,8 +139,14 @@ function Listener:step()
   for _, r in ipairs(list) do
     if type(r) == "string" then
       self.why = "SUBSCRIBE " .. self.channel .. ": " .. r
-      self:close()
-      return false
+      if refused_for_good(r) then
+        self:close()
+        return false
+      end
+      drop(self) -- ("ERR max number of clients reached": the server closes; tried again after the backoff)
+      return true
+    elseif r[1] == "subscribe" then
+      self.step_s = nil -- (listening: the next loss starts the backoff afresh)
     elseif r[1] == "message" and (r[3] == "" or self.engine.handled[r[3]]) then
       self.q:wake()
     end
