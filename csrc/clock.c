@@ -37,14 +37,6 @@ int64_t hwt_clock_coarse_ns(void)
 	return ns_of(COARSE);
 }
 
-int64_t hwt_clock_coarse_res(void)
-{
-	struct timespec ts;
-	if (clock_getres(COARSE, &ts) != 0)
-		return 0;
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 struct timespec hwt_clock_timespec(int64_t ns)
 {
 	struct timespec ts;

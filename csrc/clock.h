@@ -18,8 +18,6 @@ int64_t hwt_clock_ns(void);
 /* Monotonic time in ns at the kernel tick's resolution (1-10 ms): a few ns a
  * read where the system has CLOCK_MONOTONIC_COARSE, else hwt_clock_ns. */
 int64_t hwt_clock_coarse_ns(void);
-/* The resolution of hwt_clock_coarse_ns, in ns. */
-int64_t hwt_clock_coarse_res(void);
 /* Nanoseconds of a clock that, unlike the monotonic one, goes on while the
  * machine is suspended (CLOCK_BOOTTIME; CLOCK_REALTIME where there is none):
  * the two apart say how long the monotonic clock stood still. */

@@ -2,13 +2,16 @@
  * test_checkpoint.c: the SQLite store's checkpoint thread (csrc/durable/
  * checkpoint.c) on its own: it checkpoints a WAL past its mark, and gives
  * back every block it took when stopped, and when it cannot start (no file,
- * a thread refused). The allocator (count_blocks.h) and pthread_create are
- * this program's own, so that a test can count the blocks and refuse a thread.
+ * a thread refused), and never unlocks a mutex it does not hold. The
+ * allocator (count_blocks.h), pthread_create and the mutex calls are this
+ * program's own, so that a test can count the blocks, refuse a thread and
+ * match each unlock with a lock.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +43,86 @@ int pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), v
 		memcpy(&real, &sym, sizeof real); /* (a data pointer to a function pointer, as POSIX allows) */
 	}
 	return real(t, a, fn, arg);
+}
+
+/* ---- every unlock matches a lock ------------------------------------------ */
+
+/* pthread_mutex_lock and _unlock are this program's too: each mutex's depth
+ * is kept (SQLite's are recursive), and an unlock of one not held, which
+ * POSIX leaves undefined and glibc lets pass, is counted. glibc's are found
+ * before main (dlsym may allocate, and the allocator locks: until all three
+ * are found, which is before any thread, the calls do nothing). */
+typedef int (*mutex_fn)(pthread_mutex_t *);
+static mutex_fn real_lock, real_trylock, real_unlock;
+static int mutex_ready;
+
+static mutex_fn find(const char *name)
+{
+	mutex_fn f;
+	void *sym = dlsym(RTLD_NEXT, name);
+	memcpy(&f, &sym, sizeof f);
+	return f;
+}
+
+__attribute__((constructor)) static void find_mutex_calls(void)
+{
+	real_unlock = find("pthread_mutex_unlock");
+	real_trylock = find("pthread_mutex_trylock");
+	real_lock = find("pthread_mutex_lock");
+	mutex_ready = real_unlock && real_trylock && real_lock;
+}
+
+#define HELD_SLOTS 4096
+static struct {
+	pthread_mutex_t *m;
+	long depth;
+} held[HELD_SLOTS];
+static int held_guard; /* the table's spin lock (not a mutex: these are the mutex calls) */
+static long unheld_unlocks;
+
+static void held_add(pthread_mutex_t *m, long d)
+{
+	size_t i = (size_t)(((uintptr_t)m >> 3) % HELD_SLOTS), n = 0;
+	while (__atomic_exchange_n(&held_guard, 1, __ATOMIC_ACQUIRE))
+		;
+	while (held[i].m && held[i].m != m && ++n < HELD_SLOTS)
+		i = (i + 1) % HELD_SLOTS;
+	if (n < HELD_SLOTS) {
+		held[i].m = m;
+		if (d < 0 && held[i].depth == 0)
+			unheld_unlocks++;
+		else
+			held[i].depth += d;
+	}
+	__atomic_store_n(&held_guard, 0, __ATOMIC_RELEASE);
+}
+
+int pthread_mutex_lock(pthread_mutex_t *m)
+{
+	int r;
+	if (!mutex_ready)
+		return 0;
+	if ((r = real_lock(m)) == 0)
+		held_add(m, 1);
+	return r;
+}
+
+int pthread_mutex_trylock(pthread_mutex_t *m)
+{
+	int r;
+	if (!mutex_ready)
+		return 0;
+	if ((r = real_trylock(m)) == 0)
+		held_add(m, 1);
+	return r;
+}
+
+int pthread_mutex_unlock(pthread_mutex_t *m)
+{
+	if (!mutex_ready)
+		return 0;
+	held_add(m, -1);
+	return real_unlock(m);
 }
 
 /* ---- a store ------------------------------------------------------------- */
@@ -84,6 +167,10 @@ static void test_start_stop_frees_all(void)
 	}
 	if (rounds == 0)
 		fail("no checkpoint round after 800 pages committed past a mark of 8");
+	for (i = 0; i < 20; i++) { /* and a WAL begun again: commits short of the mark */
+		commit_pages(db, 1);
+		usleep(1000);
+	}
 	hwt_checkpointer_stop(c);
 	sqlite3_close(db);
 	if (blocks_held() != before) {
@@ -141,6 +228,10 @@ int main(void)
 	}
 	test_start_stop_frees_all();
 	test_refusals_keep_nothing();
+	if (unheld_unlocks) {
+		fprintf(stderr, "test_checkpoint: FAIL: %ld unlocks of a mutex not held\n", unheld_unlocks);
+		exit(1);
+	}
 	unlink(path);
 	unlink(wal);
 	unlink(shm);

@@ -402,14 +402,25 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
     -- woken); were its next job sent at once, alone, the round trips would
     -- alternate one job and 31: 40 of them.
     -- (2 callers: each round trip carries one caller to wake besides its sender)
+    -- The intake, which no process polls here, is moved in by the caller
+    -- once its entries times the jobs of the last reach 500: with 32 jobs
+    -- an entry, by the 16th entry, not the 500th (so about every 500 jobs).
+    local function moved()
+      local meta = redis_cmd(redis.port, "KEYS", "{rounds:default}*:meta")[1] -- (none before the first job)
+      return meta and tonumber(redis_cmd(redis.port, "HGET", meta, "jobs")) or 0
+    end
     for _, n in ipairs({ 32, 2 }) do
       local k = 20
-      local before = rpush_calls(redis.port)
+      local before, moved_before = rpush_calls(redis.port), moved()
       local status, body = N.get(port, "/rounds?n=" .. n .. "&k=" .. k, 30)
       assert.equal("ok\n", body, status)
       local trips = rpush_calls(redis.port) - before
       assert.is_true(trips <= k + 2, trips .. " add calls for " .. k .. " rounds of " .. n .. " callers")
       print(string.format("\n    %d callers x %d jobs one after another: %d add calls", n, k, trips))
+      if n == 32 then
+        within_2s(function() return moved() > moved_before end)
+        assert.is_true(moved() - moved_before >= 400, (moved() - moved_before) .. " of 640 jobs moved in")
+      end
     end
   end)
 

@@ -374,4 +374,12 @@ return {
   { file = "csrc/pipe.c", from = "\t\tfds[0] = fds[1] = -1;", to = "\t\tfds[0] = fds[1] = -2;",
     reason = "the descriptors of a pipe that failed to open: its one caller (hwt_worker_init) returns the error "
       .. "and the worker, never started, is never stopped or destroyed: nothing reads them" },
+  { file = "lua/hwtimer/durable.lua", from = "  local ngx = rawget(_G, \"ngx\")", to = "",
+    reason = "without the local, `ngx` on the next line is the global of the same name (the file has no other "
+      .. "local ngx): in nginx the same table, and anywhere else nil either way (rawget of a missing global)" },
+  { file = "csrc/pipe.c",
+    from = "\twhile (read(fds[0], &buf, is_eventfd(fds) ? sizeof buf : 1) < 0 && errno == EINTR)",
+    to = "\twhile (read(fds[0], &buf, is_eventfd(fds) ? sizeof buf : 1) <= 0 && errno == EINTR)",
+    reason = "read returns 0 only at end of file: an eventfd never does, and a pipe only once its write end is "
+      .. "closed, which hwt_pipe_close does with the read end, after the last consume" },
 }
