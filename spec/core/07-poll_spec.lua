@@ -168,6 +168,15 @@ describe("polling the timer", function()
       assert.is_true(cpu < took / 4, ("%.3f s of CPU in a wait of %.3f s"):format(cpu, took))
     end)
 
+    it("sleeps until the next timeout without a time limit too", function()
+      timer:schedule(0.3, function() end)
+      local t0, cpu0 = hwtimer.now(), os.clock()
+      assert.equal(1, timer:run())
+      local took, cpu = hwtimer.now() - t0, os.clock() - cpu0
+      assert.is_true(took >= 0.3, tostring(took))
+      assert.is_true(cpu < took / 4, ("%.3f s of CPU in a wait of %.3f s"):format(cpu, took))
+    end)
+
     it("rejects a bad time limit", function()
       assert.has_error(function() timer:run(-1) end,
         "bad argument #1 to 'run' (non-negative number of seconds expected)")

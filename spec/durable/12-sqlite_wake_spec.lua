@@ -162,8 +162,9 @@ describe("hwtimer.durable.sqlite_wake: wake-ups from another process's writes", 
     other:close()
     local fd = w:getfd()
     assert.is_true(testutil.is_open(fd))
-    w:close()
+    assert.equal(0, select("#", w:close())) -- (nothing returned)
     assert.is_false(testutil.is_open(fd), "the watch's descriptor is still open")
+    assert.equal(0, select("#", w:close())) -- (and again: nothing to do)
     local closed_ok, closed_err = pcall(w.getfd, w)
     assert.is_false(closed_ok)
     assert.matches("attempt to use a closed watch", closed_err, 1, true)
@@ -177,6 +178,11 @@ describe("hwtimer.durable.sqlite_wake: wake-ups from another process's writes", 
     local long, why = sqlite.watch(("d"):rep(4095) .. "/jobs.db")
     assert.is_nil(long)
     assert.matches("^cannot watch d+/jobs.db: ", why)
+    -- a file name of 255 bytes (NAME_MAX) is watched; one of 256 is no file's name
+    local named = assert(sqlite.watch(dir .. "/" .. ("n"):rep(255)))
+    named:close()
+    assert.has_error(function() sqlite.watch(dir .. "/" .. ("n"):rep(256)) end,
+      "bad argument #1 to 'watch' (path of a file expected)")
     local l = assert(wake.listen(q))
     l:close()
     assert.is_false(l:step())

@@ -15,6 +15,7 @@ http {
   lua_package_cpath "@CPATH@;;";
   lua_shared_dict hwtimer_metrics 1m;
   lua_shared_dict hwtimer_hostile 1m;
+  lua_shared_dict hwtimer_scratch 1m;
   init_worker_by_lua_block {
     local d = assert(require("hwtimer.ngx").new())
     package.loaded.timer = d
@@ -54,6 +55,13 @@ http {
       ngx.say(select(2, pcall(m.serve, "hwtimer_metrics", { labels = { worker = 1 } })))
       ngx.say(select(2, pcall(m.collect, "hwtimer_metrics", { queues = { q = {} } })))
       ngx.say(select(2, pcall(m.collect, "hwtimer_metrics", "x")))
+      -- a closed queue is taken (publish writes this worker's runs, not a store's figures)
+      local path = os.tmpname()
+      local closed = assert(require("hwtimer.durable").open(d, { path = path }))
+      closed:close()
+      local ok, err = pcall(m.publish, "hwtimer_scratch", { queues = { q = closed }, interval = 3600 })
+      ngx.say("a closed queue: ", ok and err and "taken" or tostring(err))
+      os.remove(path)
     } }
   }
 }
@@ -197,6 +205,7 @@ describe("OpenResty: hwtimer.metrics_ngx", function()
       "bad argument #2 to 'serve' (field 'labels': key 'worker' is reserved (hwtimer.metrics_ngx writes it))",
       "bad argument #2 to 'collect' (field 'queues': queue 'q': hwtimer.durable queue expected, got table)",
       "bad argument #2 to 'collect' (table expected, got string)",
+      "a closed queue: taken",
       "" }, "\n"), body)
   end)
 end)

@@ -382,4 +382,23 @@ return {
     to = "\twhile (read(fds[0], &buf, is_eventfd(fds) ? sizeof buf : 1) <= 0 && errno == EINTR)",
     reason = "read returns 0 only at end of file: an eventfd never does, and a pipe only once its write end is "
       .. "closed, which hwt_pipe_close does with the read end, after the last consume" },
+  { file = "csrc/ldispatch.c", from = "\treturn limited && left < until ? left : until;",
+    to = "\treturn limited || left < until ? left : until;",
+    reason = "unlimited, run's `left` is negative (its end is its start): the mutant sleeps on the descriptor with "
+      .. "no timeout where the original sleeps to the wheel's next event, at which the worker writes that "
+      .. "descriptor: the same callbacks run at the same tick, the host woken by the other thread (speed, not "
+      .. "behaviour: bench W2b)" },
+  { file = "csrc/ltimeout.c", from = "\t\tT->wake = 1;", to = "\t\tT->wake = 2;",
+    reason = "T->wake is read only as a truth value (if (T->wake)): 2 is as true as 1" },
+  { file = "csrc/lstats.c", from = "\tif (b < 4)", to = "\tif (b <= 4)",
+    reason = "bucket 4 holds a lateness of 4 ns only: the formula below gives ((4 + 0 + 1) << 0) - 1 = 4 for it, "
+      .. "the same as returning b" },
+  { file = "csrc/driver.c", from = "\t\tif (at_ns < drv.wake_ns)", to = "\t\tif (at_ns <= drv.wake_ns)",
+    reason = "a signal for a wake-up at the very nanosecond the driver already sleeps to: it wakes, finds the same "
+      .. "earliest key, and sleeps again to the same time" },
+  { file = "lua/hwtimer/durable/sqlite.lua", from = "      db:exec(\"ROLLBACK\")", to = "",
+    reason = "refuse() closes the connection next, and SQLite rolls back a transaction its connection closes "
+      .. "with: the store is left as it was either way, and the lock let go" },
+  { file = "lua/hwtimer/durable/sqlite.lua", from = "        db:exec(\"ROLLBACK\")", to = "",
+    reason = "as the ROLLBACK above: refuse() closes the connection, which rolls the transaction back" },
 }
