@@ -218,6 +218,16 @@ describe("timer:stats()", function()
     assert.is_true(s.cb_time < 10)
   end)
 
+  -- (each callback timed from its own start: the longest of four in one
+  -- dispatch is one of them, not the four together)
+  it("times each callback of a dispatch on its own", function()
+    for _ = 1, 4 do timer:schedule(0, function() helpers.busy(0.03) end) end
+    assert.equal(4, timer:dispatch())
+    local s = timer:stats()
+    assert.is_true(s.cb_time >= 0.12, "cb_time " .. s.cb_time)
+    assert.is_true(s.cb_max >= 0.02 and s.cb_max < 0.07, "cb_max " .. s.cb_max .. " of four callbacks of 0.03 s")
+  end)
+
   it("does not count on_error's time as a callback's", function()
     local tm = hwtimer.new({ on_error = function() helpers.busy(0.05) end })
     tm:schedule(0, function() error("x") end)

@@ -206,6 +206,39 @@ describe("the glue's idle steps", function()
     assert.equal(0, in_margin)
     assert.is_true(in_budget >= 2 and in_budget <= 10, in_budget .. " steps of 1 ms in a budget of 10 ms")
   end)
+
+  -- After a cycle they rest till the heap has grown by half; once it has,
+  -- they step till the next cycle ends, whatever the heap does meanwhile
+  -- (a collector of the host's own may shrink it).
+  it("rest after a cycle till the heap grows by half, then step till the next cycle's end", function()
+    local timer = hwtimer.new()
+    local real, heap, steps, ends = _G.collectgarbage, 100, 0, false
+    _G.collectgarbage = function(what)
+      if what == "count" then return heap end
+      steps = steps + 1
+      return ends
+    end
+    local function gap()
+      steps = 0
+      local ok, err = pcall(runner.gc_idle, timer, 0.002, nil)
+      assert(ok, err)
+      return steps
+    end
+    local ok, err = pcall(function()
+      ends = true
+      assert.equal(1, gap()) -- (a cycle ends at the first step: rest till 151 KB)
+      ends = false
+      heap = 140
+      assert.equal(0, gap())
+      heap = 160
+      assert.is_true(gap() > 1) -- (grown by half: steps, and the cycle does not end)
+      heap = 120
+      assert.is_true(gap() > 1, "rested again before a cycle ended")
+    end)
+    _G.collectgarbage = real
+    timer:close()
+    assert(ok, err)
+  end)
 end)
 
 describe("dispatching", function()

@@ -139,12 +139,14 @@ http {
       content_by_lua_block {
         local d = package.loaded.d
         local timer = d:ngx_timer()
-        timer.at(3600, function(premature, what)
-          ngx.log(ngx.WARN, "ported at premature=", tostring(premature), " ", what)
-        end, "report")
-        timer.every(3600, function(premature, what)
-          ngx.log(ngx.WARN, "ported every premature=", tostring(premature), " ", what)
-        end, "probe")
+        if ngx.var.arg_ported ~= "0" then
+          timer.at(3600, function(premature, what)
+            ngx.log(ngx.WARN, "ported at premature=", tostring(premature), " ", what)
+          end, "report")
+          timer.every(3600, function(premature, what)
+            ngx.log(ngx.WARN, "ported every premature=", tostring(premature), " ", what)
+          end, "probe")
+        end
         for _ = 1, tonumber(ngx.var.arg_n or 0) do d:schedule(3600, function() end) end
         ngx.say(d:pending())
       }
@@ -166,8 +168,8 @@ describe("hwtimer.ngx: code ported from ngx.timer", function()
 
   -- Park timeouts (/park?n=...: two ported ones and n plain), signal nginx
   -- and wait until it is gone; its error.log.
-  local function park_and_end(n, sig, parked)
-    assert.equal(parked .. "\n", select(2, N.get(port, "/park?n=" .. n)))
+  local function park_and_end(n, sig, parked, query)
+    assert.equal(parked .. "\n", select(2, N.get(port, "/park?n=" .. n .. (query or ""))))
     local master = server.master_pid()
     assert.is_true(server.signal(sig))
     local limit = socket.gettime() + 5
@@ -288,6 +290,12 @@ describe("hwtimer.ngx: code ported from ngx.timer", function()
       "%(nginx %-s stop or the Lua state's end%) with 1002 pending timeouts; they never run", log)
     assert.is_nil(log:find("\nhwtimer: timer collected", 1, true), log)
     assert.is_nil(log:find("will never run", 1, true), log)
+  end)
+
+  it("at nginx -s stop, says so for a single pending timeout too", function()
+    local log = park_and_end(1, "stop", 1, "&ported=0")
+    assert.matches("hwtimer.ngx: the worker stopped (nginx -s stop or the Lua state's end) with 1 pending timeouts; " ..
+      "they never run", log, 1, true)
   end)
 end)
 

@@ -401,4 +401,33 @@ return {
       .. "with: the store is left as it was either way, and the lock let go" },
   { file = "lua/hwtimer/durable/sqlite.lua", from = "        db:exec(\"ROLLBACK\")", to = "",
     reason = "as the ROLLBACK above: refuse() closes the connection, which rolls the transaction back" },
+  { file = "csrc/worker.c", from = "\tif (w->wake_at <= now && now > w->wheel.now)",
+    to = "\tif (w->wake_at <= now && now >= w->wheel.now)",
+    reason = "at now == wheel.now, hwt_wheel_expire(w, now) does nothing: the wheel's next event is always after "
+      .. "its now (one at or before it has been stepped through), and set_now to the same now changes nothing" },
+  { file = "lua/hwtimer/durable/sqlite.lua",
+    from = "  if not (msg:find(\"unable to open database file\", 1, true) or msg:find(\"readonly\", 1, true)) then",
+    to = "  if not (msg:find(\"unable to open database file\", 1, false) or msg:find(\"readonly\", 1, true)) then",
+    reason = "the text has no pattern's magic character (letters and spaces): found as a pattern or as plain text, "
+      .. "it is found in the same messages" },
+  { file = "csrc/driver.c", from = "\twhile (i > 0 && drv.heap[(i - 1) / 2]->drv_key > w->drv_key) {",
+    to = "\twhile (i > 0 && drv.heap[(i - 1) / 2]->drv_key >= w->drv_key) {",
+    reason = "only the order of workers with equal keys changes: they are due at the same nanosecond, and the "
+      .. "driver serves the earliest while any is due, so each is served in the same pass" },
+  { file = "csrc/durable/lwatch.c", from = "\t\tif (got <= 0)", to = "\t\tif (got < 0)",
+    reason = "a read of an inotify descriptor never returns 0: it gives whole events or fails (EAGAIN when there "
+      .. "are none, EINVAL for a buffer too small for one)" },
+  { file = "lua/hwtimer/tzif.lua",
+    from = "    if k == #list - 2 then out.constant = cur end -- (what holds when nothing changes)",
+    to = "    if k == #list - 3 then out.constant = cur end -- (what holds when nothing changes)",
+    reason = "the constant is read only when no transition of the window's middle (k from 3 to #list - 2) changed "
+      .. "the offset: then transition #list - 2 changed nothing either, and the offset after #list - 3 and after "
+      .. "#list - 2 is the same" },
+  { file = "lua/hwtimer/luv.lua", from = "  poll:stop()", to = "",
+    reason = "close stops an active handle first (libuv's uv_close), and the handle is closed right after: no "
+      .. "callback comes between" },
+  { file = "lua/hwtimer/durable/redis_wake.lua",
+    from = "  if data and #data > 0 then self.buf = self.buf .. data end",
+    to = "  if data and #data >= 0 then self.buf = self.buf .. data end",
+    reason = "appending an empty string leaves the buffer as it was" },
 }
