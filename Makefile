@@ -137,7 +137,7 @@ $(CBUILD)/test_wheel_ubsan: csrc/test/test_wheel.c csrc/test/count_blocks.h csrc
 	  $(LDLIBS)
 
 # The SQLite store's checkpoint thread alone (its own allocator and pthread_create).
-$(CBUILD)/test_checkpoint: csrc/test/test_checkpoint.c csrc/test/count_blocks.h csrc/durable/checkpoint.c csrc/durable/checkpoint.h
+$(CBUILD)/test_checkpoint: csrc/test/test_checkpoint.c csrc/test/count_blocks.h csrc/test/held_mutexes.h csrc/durable/checkpoint.c csrc/durable/checkpoint.h
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -o $@ csrc/test/test_checkpoint.c csrc/durable/checkpoint.c -lsqlite3 -lpthread -ldl
 
@@ -145,12 +145,12 @@ $(CBUILD)/test_wheel: csrc/test/test_wheel.c csrc/test/count_blocks.h $(CORE_SRC
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -o $@ csrc/test/test_wheel.c csrc/wheel.c $(LDLIBS)
 
-$(CBUILD)/test_worker: csrc/test/test_worker.c $(CORE_SRC) $(HDR)
+$(CBUILD)/test_worker: csrc/test/test_worker.c csrc/test/held_mutexes.h $(CORE_SRC) $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -o $@ csrc/test/test_worker.c $(CORE_SRC) $(LDLIBS)
 
 # The same with the pipe that systems without eventfd get.
-$(CBUILD)/test_worker_pipe: csrc/test/test_worker.c $(CORE_SRC) $(HDR)
+$(CBUILD)/test_worker_pipe: csrc/test/test_worker.c csrc/test/held_mutexes.h $(CORE_SRC) $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -DHWT_NO_EVENTFD -o $@ csrc/test/test_worker.c $(CORE_SRC) $(LDLIBS)
 

@@ -8,23 +8,31 @@
  * swap); anything that needs the worker (starting or finishing a drain, a
  * level above 1 entering a span) is left to it.
  *
+ * Every mutex unlock is matched with a lock (held_mutexes.h).
+ *
  * Built twice by make test-c: as it is (an eventfd on Linux) and with
  * -DHWT_NO_EVENTFD (test_worker_pipe: the pipe every other POSIX system gets).
  *
  * usage: test_worker
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "../clock.h"
 #include "../driver.h"
 #include "../pipe.h"
 #include "../worker.h"
+
+#include "held_mutexes.h"
 
 #define MS INT64_C(1000000)
 
@@ -395,6 +403,36 @@ static void stop_keeps_the_driver_order(void)
 	stop_all(w, 7);
 }
 
+/* A host that waits on its paired wake socket is sent one datagram when a
+ * node falls due, and none while it is awake (not armed). */
+static void wake_socket_armed(void)
+{
+	struct hwt_worker w;
+	struct hwt_node n;
+	struct pollfd pfd;
+	int sv[2];
+	int64_t now = hwt_clock_ns();
+	char b;
+	expect(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
+	expect(hwt_worker_init(&w, MS, 9) == 0, "init");
+	expect(hwt_worker_wake_use(&w, sv[0]) == -1, "a wake socket before the first");
+	expect(hwt_worker_wake_arm(&w) == 0, "armed with nothing due: said due");
+	hwt_node_init(&n);
+	hwt_worker_add(&w, &n, hwt_worker_tick_at(&w, now + 20 * MS), now);
+	expect(hwt_worker_start(&w) == 0, "start");
+	pfd.fd = sv[1];
+	pfd.events = POLLIN;
+	expect(poll(&pfd, 1, 500) == 1, "no datagram in 500 ms for a node due in 20 ms while the host was armed");
+	expect(read(sv[1], &b, 1) == 1, "read the datagram");
+	expect(hwt_worker_wake_arm(&w) == 1, "armed with a node due: not said due");
+	expect(poll(&pfd, 1, 50) == 0, "a datagram while the host was awake");
+	hwt_worker_stop(&w);
+	expect(hwt_worker_wake_use(&w, -1) == sv[0], "the wake socket given back");
+	hwt_worker_destroy(&w);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 int main(void)
 {
 	host_takes_a_level0_expiry();
@@ -406,6 +444,8 @@ int main(void)
 	stop_while_driven();
 	started_with_an_earlier_deadline();
 	stop_keeps_the_driver_order();
+	wake_socket_armed();
+	expect(unheld_unlocks == 0, "an unlock of a mutex not held");
 	printf("test_worker: the host's side of a worker; its wake-up descriptor (%s); many workers on one driver\n"
 	       "%d passed, %d failed\n",
 #if defined(HWT_NO_EVENTFD) || !defined(__linux__)
@@ -413,6 +453,6 @@ int main(void)
 #else
 	       "an eventfd",
 #endif
-	       failures ? 0 : 9, failures);
+	       failures ? 0 : 10, failures);
 	return failures != 0;
 }

@@ -51,6 +51,8 @@ local unpack = table.unpack or unpack
 local now = hwtimer.now
 local ceil = math.ceil
 local M = {}
+
+local HERE = debug.getinfo(1, "S").short_src -- (this file, as error messages name it)
 local NgxTimer = {}
 NgxTimer.__index = NgxTimer
 
@@ -507,7 +509,13 @@ function M.new(opts, max_wait)
   if timer_opts.tick == nil then timer_opts.tick = 0.0001 end
   self.on_error = timer_opts.on_error or log_error
   timer_opts.on_error = self.on_error
-  local timer, err = hwtimer.new(timer_opts)
+  -- (hwtimer.new's argument errors would name this file's line: raised
+  -- again without it, they name the caller's, as every other of new's)
+  local made, timer, err = pcall(function()
+    local t, e = hwtimer.new(timer_opts)
+    return t, e
+  end)
+  if not made then error((tostring(timer):gsub("^" .. HERE:gsub("%p", "%%%0") .. ":%d+: ", "")), 2) end
   if not timer then return nil, err end
   self.timer, self.running = timer, true
   self.wake, self.slot, self.took_over = semaphore.new(), semaphore.new(), semaphore.new()

@@ -91,6 +91,35 @@ end)
 -- answered with a refusal (the engine then stops asking: a wake-up's
 -- PUBLISH refused by an ACL turns wake-ups off), false where no server
 -- answered (a connection that cannot be made: asked again next time).
+-- A server (or a proxy) without SCRIPT LOAD, here renamed away: every
+-- script goes whole by EVAL, and the queue works as on any other.
+describe("hwtimer.durable on a Redis server without SCRIPT", function()
+  if helpers.without_redis(it, pending) then return end
+  local server
+  setup(function() server = N.start_redis("--rename-command SCRIPT ''") end)
+  teardown(function() server.stop() end)
+
+  it("sends each script whole by EVAL: jobs stored, read and run", function()
+    local timer = hwtimer.new()
+    local q = assert(durable.open(timer, { redis = redis.connect("127.0.0.1", server.port), prefix = "noscript",
+      poll = 0.05 }))
+    local ran = {}
+    q:handle("k", function(job) ran[#ran + 1] = job.payload end)
+    assert(q:schedule("k", 0, "now"))
+    assert(q:schedule("k", 3600, "later", { id = "later" }))
+    assert.equal("later", q:get("later").payload)
+    local limit = require("hwtimer.core").now() + 5
+    while #ran == 0 and require("hwtimer.core").now() < limit do timer:run(0.05) end
+    assert.same({ "now" }, ran)
+    assert.equal(1, q:pending())
+    local stats = N.redis_cmd(server.port, "INFO", "commandstats")
+    assert.is_nil(stats:match("cmdstat_evalsha:"), "EVALSHA used")
+    assert.truthy(stats:match("cmdstat_eval:calls=%d+"), "no EVAL")
+    q:close()
+    timer:close()
+  end)
+end)
+
 describe("hwtimer.durable.redis_client's calls without a connection", function()
   local calls = require("hwtimer.durable.redis_client")
   local function unreachable()

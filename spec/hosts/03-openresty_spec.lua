@@ -71,8 +71,9 @@ http {
           { nil, 0 }, { { slice = 0 / 0 } }, { { ticks = 1 } }, { { wake_socket = 1 } },
         }
         for _, c in ipairs(cases) do
-          local ok, err = pcall(new, c[1], c[2])
-          ngx.say(ok and "accepted" or (tostring(err):gsub("^[^\n]-:%d+: ", "")))
+          local ok, err = pcall(function() local d = new(c[1], c[2]) return d end) -- (the error names this line)
+          local at = tostring(err):match("^content_by_lua%(nginx%.conf:%d+%):%d+: ") and "" or "(not the caller's line) "
+          ngx.say(ok and "accepted" or at .. (tostring(err):gsub("^[^\n]-:%d+: ", "")))
         end
       }
     }

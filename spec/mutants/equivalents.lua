@@ -430,4 +430,24 @@ return {
     from = "  if data and #data > 0 then self.buf = self.buf .. data end",
     to = "  if data and #data >= 0 then self.buf = self.buf .. data end",
     reason = "appending an empty string leaves the buffer as it was" },
+  { file = "lua/hwtimer/ngx.lua", from = "      self.slot:post(1)", to = "      self.slot:post(2)",
+    after = "      self.slot_wanted = false",
+    reason = "a permit too many only wakes the dispatcher once for nothing: after each wait it checks the "
+      .. "runners waiting against max_runners again (while self.waiting >= self.max_runners) and waits on" },
+  { file = "lua/hwtimer/durable/redis_wake.lua", from = "      out[#out + 1], i = head:sub(2), line_end + 2",
+    to = "      out[#out + 1], i = head:sub(2), line_end + 3",
+    reason = "an error reply is the server's last word on the connection (a SUBSCRIBE refused: nothing else was "
+      .. "asked; too many clients: it closes): step() acts on it and drops or ends the connection, and a new one "
+      .. "starts with an empty buffer, so where the next reply would start is never read" },
+  { file = "csrc/larm.c", from = "\tlua_pop(L, 1);", to = "\tlua_pop(L, 2);", after = "\tlua_setfield(L, -2, \"nominal\");",
+    reason = "set_nominal's one slot more popped is the task table its callers (every, next_period) keep at the "
+      .. "top and no longer read: each sets the top below it (lua_settop(L, h), lua_settop(L, task - 1)) next, "
+      .. "and the wake hook between pushes its own values" },
+  { file = "csrc/ldispatch.c", from = "\t\tlua_settop(L, err + 1); /* drops what error_message may have pushed */",
+    to = "",
+    reason = "reached only where the message handler never ran: a memory error or an error in the handler, whose "
+      .. "objects are the strings 'not enough memory' and 'error in error handling', for which error_message "
+      .. "pushes nothing" },
+  { file = "csrc/lstats.c", from = "\t\ti++;", to = "",
+    reason = "the #else of top_bit: gcc and clang, the compilers this builds with, take __builtin_clzll" },
 }
