@@ -177,6 +177,11 @@ describe("polling the timer", function()
       assert.is_true(cpu < took / 4, ("%.3f s of CPU in a wait of %.3f s"):format(cpu, took))
     end)
 
+    it("takes a time limit up to 1e9 s, the longest delay", function()
+      assert.equal(0, timer:run(1e9)) -- (nothing pending: at once)
+      assert.equal(0, timer:run(0))
+    end)
+
     it("rejects a bad time limit", function()
       assert.has_error(function() timer:run(-1) end,
         "bad argument #1 to 'run' (non-negative number of seconds expected)")

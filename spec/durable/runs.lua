@@ -496,6 +496,30 @@ return function(env)
       assert.is_true(used < 50, used .. " timeouts scheduled for 200 jobs")
     end)
 
+    -- (a full claim asks for the next pass at once; once the backlog is
+    -- gone, the queue claims again at its poll, not a pass a dispatch)
+    it("goes back to its poll once a backlog that filled its claims has run", function()
+      local q = assert(env.open({ poll = 60, sweep = 60, batch = 5 }))
+      local ran = 0
+      q:handle("k", function() ran = ran + 1 end)
+      assert(q:batch(function(b)
+        for _ = 1, 23 do b:schedule("k", 0) end
+      end))
+      assert.is_true(wait(function() return ran == 23 end, 10 * SLOW))
+      local engine = require("hwtimer.durable").engine(q)
+      local claims, real = 0, engine.claim
+      engine.claim = function(...)
+        claims = claims + 1
+        return real(...)
+      end
+      local before = env.timer():stats().scheduled
+      idle(0.3)
+      engine.claim = nil -- (the engine's own again)
+      local passes = env.timer():stats().scheduled - before -- (each pass asked for is a timeout)
+      assert.is_true(claims <= 2, claims .. " claims in 0.3 s with nothing due and a poll of 60 s")
+      assert.is_true(passes <= 5, passes .. " timeouts in 0.3 s with nothing due and a poll of 60 s")
+    end)
+
     it("runs a job due before 1970, and the queue goes on", function()
       local q = assert(env.open())
       local ran = {}

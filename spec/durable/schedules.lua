@@ -148,6 +148,12 @@ return function(env)
         bad("#4 to 'every' (option 'tz': non-empty string expected)", "@daily", { tz = 1 })
         bad("#4 to 'every' (option 'tz': only with a cron expression)", 60, { tz = "UTC" })
         bad("#4 to 'every' (option 'stop': before option 'start')", 60, { start = 10, stop = 5 })
+        -- and takes each bound itself
+        for _, opts in ipairs({ { limit = 1 }, { limit = 1e15 }, { window = 1e9 }, { start = -9e9 },
+                                { start = 9e9 - 60, stop = 9e9 } }) do
+          local id = assert(q:every("k", 60, nil, opts))
+          assert(q:cancel(id))
+        end
         bad("#4 to 'every' (unknown option 'every')", 60, { every = 5 })
         assert.has_error(function() q:schedule("k", 1, nil, { limit = 2 }) end,
           "bad argument #4 to 'schedule' (unknown option 'limit')")
