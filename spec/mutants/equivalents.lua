@@ -456,4 +456,13 @@ return {
     reason = "with no matching day left in the month (d2 nil) the mutant steps to the next day, whose search "
       .. "finds none again, until the month's last day takes it to the next month: the same first match, "
       .. "found in more turns (the search is bounded by years, not turns)" },
+  { file = "lua/hwtimer/durable.lua",
+    from = "    _acks = {}, _acks_since = 0, _last_took = 0, _renewed = 0, _runs = {},",
+    to = "    _acks = {}, _acks_since = 0, _last_took = 0, _renewed = 1, _runs = {},",
+    reason = "the time of the last renewal is set before any lease is renewed (the first claim with nothing held "
+      .. "sets it, runs.lua); until then it is compared with no lease: 0 and 1 are both ages ago on either clock" },
+  { file = "lua/hwtimer/ngx.lua", from = "  if ok then ok, terr = ngx.timer.at(365 * 86400, on_exit, self) end",
+    to = "  if ok then ok, terr = ngx.timer.at(365 / 86400, on_exit, self) end",
+    reason = "the first watch for the worker's exit ends after 4 ms instead of a year: on_exit, not premature, "
+      .. "arms the next for a year, and the exit is watched all the same" },
 }
