@@ -61,25 +61,18 @@ static void held_add(pthread_mutex_t *m, long d)
 	__atomic_store_n(&held_guard, 0, __ATOMIC_RELEASE);
 }
 
-int pthread_mutex_lock(pthread_mutex_t *m)
+static int held_after(mutex_fn take, pthread_mutex_t *m)
 {
 	int r;
 	if (!mutex_ready)
 		return 0;
-	if ((r = real_lock(m)) == 0)
+	if ((r = take(m)) == 0)
 		held_add(m, 1);
 	return r;
 }
 
-int pthread_mutex_trylock(pthread_mutex_t *m)
-{
-	int r;
-	if (!mutex_ready)
-		return 0;
-	if ((r = real_trylock(m)) == 0)
-		held_add(m, 1);
-	return r;
-}
+int pthread_mutex_lock(pthread_mutex_t *m) { return held_after(real_lock, m); }
+int pthread_mutex_trylock(pthread_mutex_t *m) { return held_after(real_trylock, m); }
 
 int pthread_mutex_unlock(pthread_mutex_t *m)
 {
