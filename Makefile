@@ -145,12 +145,12 @@ $(CBUILD)/test_wheel: csrc/test/test_wheel.c csrc/test/count_blocks.h $(CORE_SRC
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -o $@ csrc/test/test_wheel.c csrc/wheel.c $(LDLIBS)
 
-$(CBUILD)/test_worker: csrc/test/test_worker.c csrc/test/held_mutexes.h $(CORE_SRC) $(HDR)
+$(CBUILD)/test_worker: csrc/test/test_worker.c csrc/test/held_mutexes.h csrc/test/count_blocks.h $(CORE_SRC) $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -o $@ csrc/test/test_worker.c $(CORE_SRC) $(LDLIBS)
 
 # The same with the pipe that systems without eventfd get.
-$(CBUILD)/test_worker_pipe: csrc/test/test_worker.c csrc/test/held_mutexes.h $(CORE_SRC) $(HDR)
+$(CBUILD)/test_worker_pipe: csrc/test/test_worker.c csrc/test/held_mutexes.h csrc/test/count_blocks.h $(CORE_SRC) $(HDR)
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -DHWT_NO_EVENTFD -o $@ csrc/test/test_worker.c $(CORE_SRC) $(LDLIBS)
 

@@ -33,6 +33,7 @@
 #include "../worker.h"
 
 #include "held_mutexes.h"
+#include "count_blocks.h"
 
 #define MS INT64_C(1000000)
 
@@ -433,6 +434,28 @@ static void wake_socket_armed(void)
 	close(sv[1]);
 }
 
+/* A worker whose wheel cannot be allocated (each of init's allocations
+ * refused in turn): init says ENOMEM and keeps nothing. */
+static void init_out_of_memory(void)
+{
+	struct hwt_worker w;
+	int at, err;
+	for (at = 1; at <= 8; at++) {
+		long before = blocks_held();
+		fail_alloc_at = at;
+		err = hwt_worker_init(&w, MS, 9);
+		fail_alloc_at = 0;
+		if (err == 0) { /* past init's allocations: it needs fewer than `at` */
+			hwt_worker_destroy(&w);
+			expect(at > 1, "init said 0 with its first allocation refused");
+			break;
+		}
+		expect(err == ENOMEM, "an allocation refused: init did not say ENOMEM");
+		expect(blocks_held() == before, "a refused init kept blocks");
+	}
+	expect(at > 4, "init said ENOMEM for fewer refusals than the wheel's four allocations");
+}
+
 int main(void)
 {
 	host_takes_a_level0_expiry();
@@ -445,6 +468,7 @@ int main(void)
 	started_with_an_earlier_deadline();
 	stop_keeps_the_driver_order();
 	wake_socket_armed();
+	init_out_of_memory();
 	expect(unheld_unlocks == 0, "an unlock of a mutex not held");
 	printf("test_worker: the host's side of a worker; its wake-up descriptor (%s); many workers on one driver\n"
 	       "%d passed, %d failed\n",
@@ -453,6 +477,6 @@ int main(void)
 #else
 	       "an eventfd",
 #endif
-	       failures ? 0 : 10, failures);
+	       failures ? 0 : 11, failures);
 	return failures != 0;
 }

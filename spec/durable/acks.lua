@@ -94,6 +94,34 @@ return function(env)
       assert.equal(0, count(env.jobs()))
     end)
 
+    -- (close writes them: the timeout that would have written them later
+    -- does nothing when it comes, on a closed queue)
+    it("leave nothing to do once close wrote them: the later write finds the queue closed", function()
+      local errors = {}
+      local q = assert(env.open({ ack_delay = 0.05, poll = 60, sweep = 60,
+        on_error = function(err) errors[#errors + 1] = tostring(err) end }))
+      local ran = 0
+      q:handle("k", function() ran = ran + 1 end)
+      assert(q:schedule("k", 0, nil, { id = "a" }))
+      assert.is_true(env.wait(function() return ran == 1 end))
+      q:close()
+      assert.equal(0, count(env.jobs()))
+      local engine = require("hwtimer.durable").engine(q)
+      local calls = 0
+      for _, name in ipairs({ "ack", "claim", "renew", "flush" }) do
+        local real = engine[name]
+        if real then
+          engine[name] = function(...)
+            calls = calls + 1
+            return real(...)
+          end
+        end
+      end
+      env.wait(function() return false end, 0.2) -- (past ack_delay)
+      assert.same({}, errors)
+      assert.equal(0, calls)
+    end)
+
     -- A retry written with the next claim (ack_delay holds it back) comes
     -- due inside the window: the claim loads it, and it runs at its time.
     -- No poll or sweep here, nor any other claim: left unloaded it would

@@ -609,6 +609,10 @@ describe("hwtimer.copas: callbacks may use copas sockets", function()
       "bad argument #2 to 'step' (non-negative number of seconds expected)")
     assert.has_error(function() glue.step(timer, { batch = 10 }) end,
       "bad argument #2 to 'step' (non-negative number of seconds expected)")
+    for _, v in ipairs({ math.huge, 0 / 0 }) do -- (a wait for ever is no wait copas can make: nil is)
+      assert.has_error(function() glue.step(timer, v) end,
+        "bad argument #2 to 'step' (non-negative number of seconds expected)")
+    end
     assert.has_error(function() glue.loop(nil) end,
       "bad argument #1 to 'loop' (hwtimer.timer expected, got nil)")
   end)

@@ -468,4 +468,12 @@ return {
   { file = "lua/hwtimer/durable/wake_luv.lua", from = "      handle:stop()", to = "",
     reason = "as luv.lua's poll:stop(): close stops an active handle first (libuv's uv_close), and the handle is "
       .. "closed right after, with no callback between" },
+  { file = "csrc/wheel.c", from = "\twhile (!(x & 1)) { x >>= 1; i++; }", to = "\twhile (!(x & 2)) { x >>= 1; i++; }",
+    reason = "the #else of lowest_bit: gcc and clang, the compilers this builds with, take __builtin_ctzll" },
+  { file = "csrc/lstats.c", from = "\tlua_createtable(L, 0, 18);", to = "\tlua_createtable(L, 1, 18);",
+    reason = "a size hint: one array slot made ready that nothing fills; the table's fields are the same" },
+  { file = "lua/hwtimer/tzif.lua", from = "  local y = M.civil_from_days(floor((t + rule.std) / 86400))",
+    to = "  local y = M.civil_from_days(floor((t + rule.std) / 86401))",
+    reason = "the year a rule's window is centred on: off by t / 86401 / 86400 days, at most 1.2 days for any "
+      .. "time a store or a cron search reaches (9e9 s), within a window of the three years on each side" },
 }
