@@ -51,6 +51,16 @@ static int tu_is_open(lua_State *L)
 	return 1;
 }
 
+/* monotonic(): CLOCK_MONOTONIC in seconds, read here, apart from hwtimer's
+ * own reading of it */
+static int tu_monotonic(lua_State *L)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec / 1e9);
+	return 1;
+}
+
 /* sleep(seconds): let other threads run (valgrind runs one at a time) */
 static int tu_sleep(lua_State *L)
 {
@@ -206,6 +216,7 @@ static const luaL_Reg functions[] = {
 	{ "_exit", tu_exit },
 	{ "readable", tu_readable },
 	{ "is_open", tu_is_open },
+	{ "monotonic", tu_monotonic },
 	{ "sleep", tu_sleep },
 	{ "close", tu_close },
 	{ NULL, NULL }

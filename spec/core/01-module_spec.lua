@@ -13,6 +13,16 @@ describe("hwtimer module", function()
       assert.is_true(b >= a)
     end)
 
+    it("is the system's monotonic clock (CLOCK_MONOTONIC) in seconds", function()
+      local monotonic = require("hwtimer_testutil").monotonic
+      for _ = 1, 3 do
+        local a = monotonic()
+        local t = hwtimer.now()
+        local b = monotonic()
+        assert.is_true(t >= a - 1e-7 and t <= b + 1e-7, ("now() %.9f, the clock %.9f to %.9f"):format(t, a, b))
+      end
+    end)
+
     it("advances with real time", function()
       local a = hwtimer.now()
       local t0 = os.clock()
