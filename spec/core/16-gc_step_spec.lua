@@ -155,6 +155,13 @@ describe("timer:run's gc_step", function()
     assert.equal(1, timer:pending())
   end)
 
+  it("takes an empty options table, and gc_step = false, as off", function()
+    timer:schedule(10, function() end)
+    for _, opts in ipairs({ {}, { gc_step = false }, { gc_step = 0 } }) do
+      assert.equal(0, timer:run(0, opts))
+    end
+  end)
+
   it("rejects bad values, naming the option", function()
     timer:schedule(10, function() end)
     assert.has_error(function() timer:run(0, { gc_step = -1 }) end,

@@ -297,6 +297,15 @@ http {
     location = /closed {
       content_by_lua_block { ngx.say(package.loaded.st.closed and 1 or 0) }
     }
+    location = /dclose {   # d:close(): stopped, its pending timeouts dropped, nothing returned
+      content_by_lua_block {
+        local d = assert(require("hwtimer.ngx").new())
+        d:schedule(3600, function() end)
+        ngx.say(select("#", d:close()), " ", tostring(d))
+        local ok, err = pcall(d.schedule, d, 1, function() end)
+        ngx.say(tostring(ok), " ", tostring(err):match("attempt to use a stopped timer") or tostring(err))
+      }
+    }
     location = /stats {
       content_by_lua_block {
         local st, s = package.loaded.st, package.loaded.timer:stats()
@@ -435,6 +444,12 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     assert.equal(1000, s.nlate)
     assert.equal(1, s.slept)
     assert.is_true(s.p99 <= 0.005, "p99 lateness " .. s.p99)
+  end)
+
+  it("d:close() stops the timer: its timeouts dropped, further schedules refused", function()
+    local status, body = N.get(port, "/dclose")
+    assert.equal(200, status, body)
+    assert.equal("0 hwtimer.ngx (stopped, 0 pending, 0 runners)\nfalse attempt to use a stopped timer\n", body)
   end)
 
   it("loses nothing with the pool at its maximum: callbacks that yield, raise, repeat", function()

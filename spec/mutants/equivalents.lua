@@ -476,4 +476,12 @@ return {
     to = "  local y = M.civil_from_days(floor((t + rule.std) / 86401))",
     reason = "the year a rule's window is centred on: off by t / 86401 / 86400 days, at most 1.2 days for any "
       .. "time a store or a cron search reaches (9e9 s), within a window of the three years on each side" },
+  { file = "lua/hwtimer/durable/redis_client.lua",
+    from = "  if self.pooled and (res or from_server) then pcall(c.set_keepalive, c, 10000, 16) end",
+    to = "  if self.pooled and (res or from_server) then pcall(c.set_keepalive, c, 10000, 17) end",
+    reason = "the size of nginx's pool of idle connections a worker keeps: one more kept idle; every call gets a "
+      .. "connection either way (from the pool or a new one)" },
+  { file = "csrc/lhwtimer.c", from = "\treturn 0;", to = "\treturn 1;", after = "\tT->stopped = 0;",
+    reason = "start_timer's success: hwtimer_new then returns the top of the stack at once, which is the timer "
+      .. "(every value pushed after it was consumed), as its own lua_settop(L, ud); return 1 does" },
 }
