@@ -150,11 +150,12 @@ local Queue = {}
 Queue.__index = Queue
 Queue.__name = "hwtimer.durable"
 
-local function live(self, fname)
+local function live(self, fname, level)
+  level = level or 3
   if getmetatable(self) ~= Queue then
-    error(string.format("calling '%s' on bad self (hwtimer.durable expected, got %s)", fname, type_name(self)), 3)
+    error(string.format("calling '%s' on bad self (hwtimer.durable expected, got %s)", fname, type_name(self)), level)
   end
-  if self._closed then error("attempt to use a closed queue", 3) end
+  if self._closed then error("attempt to use a closed queue", level) end
 end
 
 -- (A q:batch's function may yield: until it returns, writes from other
@@ -603,9 +604,11 @@ local function made_due(self, fname, id, key, due, lease_end)
   return true
 end
 
+-- (called from q:retry and q:run_now, not in a tail call: on Lua 5.1 a
+-- tail call's frame would stand where the caller's line is looked for)
 local function make_due(self, fname, id)
-  live(self, fname)
-  if not name(id) then argerror(1, fname, "non-empty string expected, got " .. type_name(id)) end
+  live(self, fname, 4)
+  if not name(id) then argerror(1, fname, "non-empty string expected, got " .. type_name(id), 4) end
   local refused = refused_write(self)
   if refused then return nil, refused end
   settle(self)
@@ -613,10 +616,16 @@ local function make_due(self, fname, id)
 end
 
 --- ok, err = q:retry(id): a dead job pending again, due now, attempts from zero.
-function Queue:retry(id) return make_due(self, "retry", id) end
+function Queue:retry(id)
+  local ok, err = make_due(self, "retry", id)
+  return ok, err
+end
 
 --- ok, err = q:run_now(id): a pending job due now.
-function Queue:run_now(id) return make_due(self, "run_now", id) end
+function Queue:run_now(id)
+  local ok, err = make_due(self, "run_now", id)
+  return ok, err
+end
 
 --- q:wake(): poll the store now, in a timeout of the queue's timer (a
 -- listener calls it when another process says a job is due now:

@@ -287,6 +287,13 @@ return function(env)
       for _, m in ipairs({ "schedule", "at", "every", "cancel", "get", "pending", "dead", "handle", "batch",
                            "counts", "jobs", "retry", "run_now", "schedules" }) do
         assert.has_error(function() q[m](q, "k", 1) end, "attempt to use a closed queue")
+        -- (at the caller's line: this one)
+        local line
+        local ok, err = pcall(function()
+          line = debug.getinfo(1, "l").currentline; local r = q[m](q, "k", 1); return r -- luacheck: ignore 571
+        end)
+        assert.is_false(ok)
+        assert.matches("front%.lua:" .. line .. ": attempt to use a closed queue$", err, nil, false, m)
       end
       assert.is_table(q:stats()) -- (this process's runs: no store read)
       assert.is_nil(q:wake()) -- (nothing to wake)

@@ -484,4 +484,14 @@ return {
   { file = "csrc/lhwtimer.c", from = "\treturn 0;", to = "\treturn 1;", after = "\tT->stopped = 0;",
     reason = "start_timer's success: hwtimer_new then returns the top of the stack at once, which is the timer "
       .. "(every value pushed after it was consumed), as its own lua_settop(L, ud); return 1 does" },
+  { file = "csrc/larm.c", from = "\tp->advanced = 1;", to = "", after = "\tp->jitter = lua_tonumber(L, -2);",
+    reason = "no reader of the period lhwt_read_period fills looks at `advanced`: next_period and arm_period use "
+      .. "its interval, rate and jitter, t:reset's interval alone" },
+  { file = "csrc/lstats.c", from = "\twhile (x >>= 1)", to = "\twhile (x >>= 2)",
+    reason = "the #else of top_bit: gcc and clang, the compilers this builds with, take __builtin_clzll" },
+  { file = "lua/hwtimer/retry.lua",
+    from = "    if message(t):find(\"stopped timer\", 1, true) or message(t):find(\"closed timer\", 1, true) then",
+    to = "    if message(t):find(\"stopped timer\", 2, true) or message(t):find(\"closed timer\", 1, true) then",
+    reason = "the timer's message is 'attempt to use a stopped timer' (after a position, if any): the words never "
+      .. "start it, so a search from the second byte finds them where one from the first does" },
 }
