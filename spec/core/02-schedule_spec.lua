@@ -161,6 +161,15 @@ describe("timer:schedule", function()
       end)
     end
 
+    it("takes a delay of 1e9 s itself, the longest (schedule, every, reset)", function()
+      local t = assert(timer:schedule(1e9, f))
+      assert.equal(t, t:reset(1e9))
+      local e = assert(timer:every(1e9, f))
+      assert.equal(2, timer:pending())
+      t:cancel()
+      e:cancel()
+    end)
+
     it("raises for a wrong self", function()
       assert.has_error(function() timer.schedule({}, 1, f) end,
         "bad argument #1 to 'schedule' (hwtimer.timer expected, got table)")
