@@ -70,8 +70,13 @@ http {
           { { max_runners = -1 } }, { { max_runners = 2.5 } }, { "x" },
           { nil, 0 }, { { slice = 0 / 0 } }, { { ticks = 1 } }, { { wake_socket = 1 } },
         }
+        -- the defaults docs/hosts.md gives
+        local d = assert(new())
+        ngx.say("defaults: ", d.runner_runs, " ", d.slice, " ", d.max_wait, " ", d.exit_max, " ", d.exit_time, " ",
+          tostring(d.wake_socket), " ", tostring(d.max_runners))
+        d:close()
         for _, c in ipairs(cases) do
-          local ok, err = pcall(function() local d = new(c[1], c[2]) return d end) -- (the error names this line)
+          local ok, err = pcall(function() local d2 = new(c[1], c[2]) return d2 end) -- (the error names this line)
           local at = tostring(err):match("^content_by_lua%(nginx%.conf:%d+%):%d+: ") and "" or "(not the caller's line) "
           ngx.say(ok and "accepted" or at .. (tostring(err):gsub("^[^\n]-:%d+: ", "")))
         end
@@ -190,6 +195,7 @@ describe("OpenResty: hwtimer.ngx in a real nginx", function()
     local status, body = get(port, "/options")
     assert.equal(200, status, body)
     assert.equal(table.concat({
+      "defaults: 1000 0.002 1 10000 1 true " .. tostring(math.huge),
       "bad argument #1 to 'new' (option 'max_runners': positive integer expected)",
       "bad argument #1 to 'new' (option 'max_runners': positive integer expected)",
       "bad argument #1 to 'new' (table expected, got string)",
