@@ -604,11 +604,15 @@ local function made_due(self, fname, id, key, due, lease_end)
   return true
 end
 
--- (called from q:retry and q:run_now, not in a tail call: on Lua 5.1 a
--- tail call's frame would stand where the caller's line is looked for)
-local function make_due(self, fname, id)
+-- q:retry's and q:run_now's checks, raised at their caller's line (called
+-- from them, not in a tail call: on Lua 5.1 a tail call's frame would stand
+-- where that line is looked for)
+local function due_args(self, fname, id)
   live(self, fname, 4)
   if not name(id) then argerror(1, fname, "non-empty string expected, got " .. type_name(id), 4) end
+end
+
+local function make_due(self, fname, id)
   local refused = refused_write(self)
   if refused then return nil, refused end
   settle(self)
@@ -617,14 +621,14 @@ end
 
 --- ok, err = q:retry(id): a dead job pending again, due now, attempts from zero.
 function Queue:retry(id)
-  local ok, err = make_due(self, "retry", id)
-  return ok, err
+  due_args(self, "retry", id)
+  return make_due(self, "retry", id)
 end
 
 --- ok, err = q:run_now(id): a pending job due now.
 function Queue:run_now(id)
-  local ok, err = make_due(self, "run_now", id)
-  return ok, err
+  due_args(self, "run_now", id)
+  return make_due(self, "run_now", id)
 end
 
 --- q:wake(): poll the store now, in a timeout of the queue's timer (a
