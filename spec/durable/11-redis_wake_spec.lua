@@ -11,6 +11,26 @@ local socket = require("socket")
 local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
 local POLL = 5 * SLOW -- (a start within SLOW seconds can only be the wake-up)
 
+-- The most connection attempts a listener may make in `window` seconds
+-- after its connection is lost: at once, then one a backoff step (0.05 s,
+-- 0.1, 0.2... up to 1 s: in 0.5 s, at 0.05, 0.15 and 0.35), with one to
+-- spare; a try each 0.05 s would make ten in 0.5 s.
+local function most_tries(window)
+  local most, at, step = 2, 0, 0.05
+  while at + step <= window do at, step, most = at + step, math.min(1, step * 2), most + 1 end
+  return most
+end
+
+-- Run fn while the server takes no new connection (maxclients 1: it
+-- answers "ERR max number of clients reached" and closes); `admin`, made
+-- before, stays. The limit is raised after fn, whatever fn did.
+local function without_room(admin, fn)
+  admin:config("set", "maxclients", "1")
+  local ok, err = pcall(fn)
+  admin:config("set", "maxclients", "10000")
+  assert(ok, err)
+end
+
 local CONF = [[
 @HEAD@
 events { worker_connections 1024; }
@@ -229,18 +249,14 @@ describe("OpenResty: jobs another process makes due now", function()
     wait_listening(2)
     local admin = redis.connect("127.0.0.1", server.port) -- (connected before the limit: it stays)
     local before = #nginx.log()
-    local ok, err = pcall(function()
-      admin:config("set", "maxclients", "1")
+    without_room(admin, function()
       admin:client("kill", "type", "normal") -- (the workers' pooled connections: a listener would take one; not admin)
       admin:client("kill", "type", "pubsub")
       socket.sleep(0.5 * SLOW) -- (each worker's listener is answered "ERR max number of clients reached")
       assert.equal(0, tonumber(admin:raw_cmd("PUBSUB NUMSUB " .. durable.engine(q):wake_channel())[2]))
-      admin:config("set", "maxclients", "10000")
-      wait_listening(2)
     end)
-    admin:config("set", "maxclients", "10000")
+    wait_listening(2)
     admin:quit()
-    assert(ok, err)
     assert.not_matches("no wake-ups for", nginx.log():sub(before + 1), 1, true)
     local t0 = core.now()
     -- (this process's client was killed too: its first command finds the connection closed)
@@ -504,10 +520,7 @@ describe("hwtimer.durable.redis_wake: a plain Lua process listens for wake-ups",
     N.redis_cmd(server.port, "CLIENT", "KILL", "TYPE", "pubsub")
     local t0, window = core.now(), 0.5 * SLOW
     while core.now() < t0 + window do turn() end
-    -- at once, then 0.05, 0.15 and 0.35 s after (the next at 0.75 s): a
-    -- try each 0.05 s would make ten in 0.5 s (the steps double up to 1 s)
-    local most, at, step = 2, 0, 0.05
-    while at + step <= window do at, step, most = at + step, math.min(1, step * 2), most + 1 end
+    local most = most_tries(window)
     assert.is_true(tries >= 1 and tries <= most, tries .. " tries in " .. window .. " s (at most " .. most .. ")")
     assert.is_nil(l:getfd())
     -- a job made due meanwhile: its wake-up went to nobody (pub/sub keeps
@@ -597,25 +610,18 @@ describe("hwtimer.durable.redis_wake: a plain Lua process listens for wake-ups",
     local function rejected()
       return tonumber(admin:raw_cmd("INFO stats"):match("rejected_connections:(%d+)"))
     end
-    local ok, err = pcall(function()
-      admin:config("set", "maxclients", "1")
+    without_room(admin, function()
       local before, window = rejected(), 0.5 * SLOW
       admin:client("kill", "type", "pubsub")
       turn_until(function() return false end, 0.5)
       assert.matches("max number of clients reached", tostring(l.why), 1, true)
       assert.equal(0, listening())
-      -- at once, then after 0.05 s, 0.1, 0.2...: the backoff's steps, not a try a turn
-      local most, at, step = 2, 0, 0.05
-      while at + step <= window do at, step, most = at + step, math.min(1, step * 2), most + 1 end
-      local refusals = rejected() - before
+      local refusals, most = rejected() - before, most_tries(window) -- (the backoff's steps, not a try a turn)
       assert.is_true(refusals >= 2 and refusals <= most, refusals .. " tries in " .. window .. " s (at most " .. most .. ")")
-      admin:config("set", "maxclients", "10000")
-      assert.is_true(turn_until(function() return listening() == 1 end, 3), "not listening again")
     end)
-    admin:config("set", "maxclients", "10000")
+    assert.is_true(turn_until(function() return listening() == 1 end, 3), "not listening again")
     admin:quit()
     l:close()
-    assert(ok, err)
   end)
 
   it("says why there is nothing to listen to", function()

@@ -50,7 +50,7 @@ local function connect(self)
   return true
 end
 
-local retry, drop
+local retry
 
 -- Close the connection's socket. A cqueues loop that polled it must forget
 -- its descriptor first (cqueues.cancel), or its next step fails on the
@@ -64,18 +64,21 @@ local function close_socket(sock)
   pcall(sock.close, sock)
 end
 
--- Let the connection go and try again after the backoff's next step.
-drop = function(self)
+local function let_go(self)
   if self.sock then close_socket(self.sock) end
   self.sock = nil
   if self.on_fd then self.on_fd(nil) end
+end
+
+-- A connection refused for now: tried again after the backoff's next step.
+local function drop(self)
+  let_go(self)
   if not self.closed then retry(self) end
 end
 
 local function lost(self, why)
-  if self.sock then close_socket(self.sock) end
-  self.sock, self.why = nil, why
-  if self.on_fd then self.on_fd(nil) end
+  let_go(self)
+  self.why = why
   if not self.closed and not (store_up(self.q) and connect(self)) then retry(self) end
 end
 
@@ -169,9 +172,7 @@ function Listener:close()
   if self.closed then return end
   self.closed = true
   if self.retry_at then pcall(self.retry_at.cancel, self.retry_at) end
-  if self.sock then close_socket(self.sock) end
-  self.sock = nil
-  if self.on_fd then self.on_fd(nil) end
+  let_go(self)
 end
 
 --- l, err = listen(q): a listener for q's wake-ups; nil, message where q
