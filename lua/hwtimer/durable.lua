@@ -357,8 +357,14 @@ end
 
 -- A job stored due before the window's end: into the window (due now:
 -- the next pass takes it).
-local function loaded(self, key, due)
-  if due <= self._now() then soon(self) else load(self, key, due) end
+-- `now_due`: scheduled with no delay. Such a job goes to the next pass even
+-- where its due reads a little ahead of self._now(): Redis stamps it with
+-- the upper bound of the server's clock (redis_client.stamp), up to
+-- STAMP_SPREAD ahead of the midpoint that _now reads. The claim goes by the
+-- server's clock, so it is never taken early; one not yet due comes back
+-- among the claim's marks and is loaded at its time.
+local function loaded(self, key, due, now_due)
+  if now_due or due <= self._now() then soon(self) else load(self, key, due) end
 end
 
 -- Store one job; the common part of schedule, at and every. `when` is a
@@ -371,7 +377,7 @@ local function put(self, kind, when, relative, payload, id, every, sched)
   id = id or self._new_id()
   local key, due = self._engine:put(id, kind, payload, when, relative, every, fresh, sched)
   if not key then return nil, "hwtimer.durable: " .. tostring(due) end
-  if not self._batching and due < self._loaded_until then loaded(self, key, due) end -- (a batch's come with its commit)
+  if not self._batching and due < self._loaded_until then loaded(self, key, due, relative and when <= 0) end -- (a batch's come with its commit)
   return id
 end
 
@@ -392,7 +398,7 @@ function Queue:schedule(kind, delay, payload, opts)
     local id = self._new_id()
     local key, due = fast(self._engine, id, kind, payload, delay)
     if not key then return nil, "hwtimer.durable: " .. tostring(due) end
-    if due < self._loaded_until then loaded(self, key, due) end
+    if due < self._loaded_until then loaded(self, key, due, delay <= 0) end
     return id
   end
   return put(self, kind, delay, true, payload, common("schedule", kind, payload, opts, ID_ONLY))
@@ -600,7 +606,7 @@ local function made_due(self, fname, id, key, due, lease_end)
     return nil, string.format("hwtimer.durable: job %s is in flight (leased for %.3f s more)",
       id, max(0, (lease_end or 0) - self._now()))
   end
-  if not self._batching and due < self._loaded_until then loaded(self, key, due) end -- (a batch's: at its end)
+  if not self._batching and due < self._loaded_until then loaded(self, key, due, true) end -- (a batch's: at its end; due now)
   return true
 end
 
