@@ -223,6 +223,44 @@ http {
       B.WAIT, B.MAX = wait, max
       ngx.say(table.concat(got, "|"))
     } }
+    # A gathering that a caller never ends: L sends K's job with its own, and
+    # K's request is killed in that round trip (never to wake); G's schedule
+    # then gathers for K until GATHER (0.05 s) and sends alone; W1 and W2
+    # come in G's round trip, and W1 carries W2's job. Each answer (K's:
+    # "killed"), G's seconds, the state: "A|L|K|G|W1|W2 SECONDS busy= waking= line="
+    location = /batch_lost { content_by_lua_block {
+      local B = require("hwtimer.durable.redis_batch")
+      local gather = B.GATHER
+      B.GATHER = 0.05
+      local b = B.new(function() ngx.sleep(0.02) return "stored" end)
+      local function add() local res, err = b:add({}) return tostring(res or err) end
+      local a = ngx.thread.spawn(add)
+      local l = ngx.thread.spawn(add)
+      local k = ngx.thread.spawn(add)
+      ngx.sleep(0.03) -- (A's round trip ended; L's, with K's job, in flight)
+      local killed = ngx.thread.kill(k)
+      ngx.sleep(0.03) -- (L's ended: K counted to wake)
+      local secs
+      local g = ngx.thread.spawn(function()
+        ngx.update_time()
+        local t0 = ngx.now()
+        local res = add()
+        ngx.update_time()
+        secs = ngx.now() - t0
+        return res
+      end)
+      local w1 = ngx.thread.spawn(add)
+      local w2 = ngx.thread.spawn(add)
+      local got = {}
+      for _, t in ipairs({ a, l, g, w1, w2 }) do
+        local ok, res = ngx.thread.wait(t)
+        got[#got + 1] = ok and res or "failed: " .. tostring(res)
+      end
+      table.insert(got, 3, killed and "killed" or "not killed")
+      B.GATHER = gather
+      ngx.say(string.format("%s %.3f busy=%s waking=%d line=%d", table.concat(got, "|"), secs,
+        tostring(b.busy), b.waking, #b.line))
+    } }
     # one job: "ok ID" or "nil MESSAGE"
     location = /one { content_by_lua_block {
       local a = ngx.req.get_uri_args()
@@ -510,6 +548,17 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
     local status, body = N.get(port, "/batch_wait", 30)
     assert.equal(200, status, body)
     assert.equal("stored nil|stored nil|nil no round trip to Redis ended in 0.2 s\n", body)
+  end)
+
+  -- (a gathering left standing once its GATHER had passed: the last caller
+  -- woken by a later round trip posted to the gone gatherer and raised)
+  it("sends once a gathering for a caller whose request was killed has waited GATHER, and goes on", function()
+    local status, body = N.get(port, "/batch_lost", 30)
+    assert.equal(200, status, body)
+    local answers_, secs, state = body:match("^(%S+) ([%d.]+) (.-)\n$")
+    assert.equal("stored|stored|killed|stored|stored|stored", answers_, body)
+    assert.is_true(tonumber(secs) >= 0.045 and tonumber(secs) < 0.5, body) -- (GATHER, then its round trip)
+    assert.equal("busy=false waking=0 line=0", state, body)
   end)
 
   -- (durable.open raised in the timer that opens the queue: the requests
