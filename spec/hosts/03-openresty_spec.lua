@@ -289,3 +289,56 @@ describe("OpenResty: hwtimer.ngx in a real nginx", function()
     assert(ok, err)
   end)
 end)
+
+-- A worker that cannot open its wake socket (no file descriptor left while
+-- the waker starts: they are held from just after new() until 0.3 s later)
+-- says why, once, and runs its timeouts on nginx's timers.
+local NO_FD = [[
+@HEAD@
+worker_rlimit_nofile 64;
+events { worker_connections 16; }
+http {
+  access_log off;
+  lua_package_path "@LPATH@;;";
+  lua_package_cpath "@CPATH@;;";
+  init_worker_by_lua_block {
+    package.loaded.d = assert(require("hwtimer.ngx").new())
+    local held = {}
+    repeat
+      local f = io.open("/dev/null")
+      held[#held + 1] = f
+    until not f
+    ngx.timer.at(0.3, function() for _, f in ipairs(held) do f:close() end end)
+  }
+  server {
+    listen 127.0.0.1:@PORT@;
+    location = /run { content_by_lua_block {
+      local d, ran = package.loaded.d, 0
+      for _ = 1, 3 do d:schedule(0.01, function() ran = ran + 1 end) end
+      ngx.sleep(0.2)
+      ngx.say(ran, " ", tostring(d:stats().wake_socket))
+    } }
+  }
+}
+]]
+
+describe("OpenResty: hwtimer.ngx without a wake socket", function()
+  if N.skip_unless_ready(pending) then return end
+
+  it("says why in error.log, once, and runs its timeouts on nginx's timers", function()
+    local port = N.free_port()
+    local server = N.start(N.config(NO_FD, { PORT = port }))
+    local ok, err = pcall(function()
+      N.wait_listening(port, "/run")
+      assert.equal("3 false\n", select(2, get(port, "/run")))
+      local log = server.log()
+      local _, lines = log:gsub("no wake socket", "")
+      assert.equal(1, lines, log)
+      assert.matches("[warn]", log, 1, true)
+      assert.matches("hwtimer: no wake socket, waking on nginx's millisecond timers: "
+        .. "hwtimer: cannot open a wake socket: Too many open files", log, 1, true)
+    end)
+    server.stop()
+    assert(ok, err)
+  end)
+end)
