@@ -99,7 +99,18 @@ static int timer_wake_arm(lua_State *L)
 	return 1;
 }
 
+/* timer:host_timed(): the host wakes at timer:timeout() on its own clock
+ * from now on, and its take expires what is due (hwtimer.ngx, on nginx's
+ * timers): the driver thread no longer wakes at each deadline for it, only
+ * while the host waits armed (wake_arm) and for the wheel's own work. */
+static int timer_host_timed(lua_State *L)
+{
+	hwt_worker_host_timed(&lhwt_check_live(L, 1)->w);
+	return 0;
+}
+
 const luaL_Reg lhwt_wake_timer_methods[] = {
+	{ "host_timed", timer_host_timed },
 	{ "wake_socket", timer_wake_socket },
 	{ "wake_pair", timer_wake_pair },
 	{ "wake_arm", timer_wake_arm },

@@ -409,15 +409,11 @@ static uint64_t span_event(const struct hwt_wheel *w, unsigned lvl)
 	return first_start - span(w, lvl) < best ? first_start - span(w, lvl) : best;
 }
 
-uint64_t hwt_wheel_next(const struct hwt_wheel *w)
+/* The earliest event of levels 1 and up (span entries, jobs' deadlines). */
+static uint64_t upper_next(const struct hwt_wheel *w)
 {
 	uint64_t best = UINT64_MAX, t;
 	unsigned lvl;
-	uint32_t i = first_from(w, ring_of(w, 0, 0), 0);
-	if (i != NO_SLOT)
-		best = start_of(w, block_of(w, w->now, 1), 1) + i;
-	else if ((i = first_from(w, ring_of(w, 0, 1), 0)) != NO_SLOT)
-		best = start_of(w, block_of(w, w->now, 1) + 1, 1) + i;
 	for (lvl = 1; lvl < w->levels; lvl++) {
 		t = span_event(w, lvl);
 		if (t < best)
@@ -425,6 +421,36 @@ uint64_t hwt_wheel_next(const struct hwt_wheel *w)
 		if (job_active(w, lvl) && w->jobs[lvl].deadline < best)
 			best = w->jobs[lvl].deadline;
 	}
+	return best;
+}
+
+/* The tick of level 0's first occupied slot; UINT64_MAX if none. */
+static uint64_t level0_next(const struct hwt_wheel *w)
+{
+	uint32_t i = first_from(w, ring_of(w, 0, 0), 0);
+	if (i != NO_SLOT)
+		return start_of(w, block_of(w, w->now, 1), 1) + i;
+	if ((i = first_from(w, ring_of(w, 0, 1), 0)) != NO_SLOT)
+		return start_of(w, block_of(w, w->now, 1) + 1, 1) + i;
+	return UINT64_MAX;
+}
+
+uint64_t hwt_wheel_next(const struct hwt_wheel *w)
+{
+	uint64_t low = level0_next(w), up = upper_next(w);
+	return low < up ? low : up;
+}
+
+uint64_t hwt_wheel_next_hard(const struct hwt_wheel *w)
+{
+	uint64_t best = upper_next(w);
+	/* The one level-0 tick at a multiple of U(1) that can lie ahead: the
+	 * next block's first, an expiry hwt_wheel_expire may refuse (a level
+	 * entering its span there, a job due then). Counted whenever it is
+	 * occupied: a needless wake-up costs less than a host left waiting. */
+	uint64_t edge = start_of(w, block_of(w, w->now, 1) + 1, 1);
+	if (edge < best && (w->occ[ring_of(w, 0, 1) * w->words] & 1))
+		best = edge;
 	return best;
 }
 

@@ -94,6 +94,9 @@ void hwt_wheel_advance(struct hwt_wheel *w, uint64_t to);
 int hwt_wheel_expire(struct hwt_wheel *w, uint64_t to);
 /* Earliest tick at which advance() has work to do; UINT64_MAX if none. */
 uint64_t hwt_wheel_next(const struct hwt_wheel *w);
+/* A tick at or before the first event hwt_wheel_expire would stop before
+ * (the work a host does not do); UINT64_MAX if none. */
+uint64_t hwt_wheel_next_hard(const struct hwt_wheel *w);
 /* Do up to `budget` node moves of pending drain jobs; returns 1 if any remain. */
 int hwt_wheel_work(struct hwt_wheel *w, unsigned budget);
 /* Move every node (slots, then due) to the tail of `into`, detached from the wheel. */

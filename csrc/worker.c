@@ -67,9 +67,18 @@ static void signal_due(struct hwt_worker *w)
 #define WORK_CHUNK 128
 
 /* Called with the lock held: the wheel's next event, for the driver. */
+/* The tick the driver must next see this worker at: every event, or, for a
+ * host that wakes itself and waits unarmed, only those it leaves to us. */
+static uint64_t driver_next(const struct hwt_worker *w)
+{
+	if (w->host_timed && !w->wake_armed)
+		return hwt_wheel_next_hard(&w->wheel);
+	return hwt_wheel_next(&w->wheel);
+}
+
 static void plan_wake(struct hwt_worker *w)
 {
-	w->wake_at = hwt_wheel_next(&w->wheel);
+	w->wake_at = driver_next(w);
 	hwt_driver_done(w, hwt_worker_time_of(w, w->wake_at)); /* under w's lock: a
 		host's earlier wake-up, which waits for it, is not overwritten */
 }
@@ -108,7 +117,7 @@ int hwt_worker_init(struct hwt_worker *w, int64_t tick_ns, unsigned bits)
 {
 	int err;
 	w->wake_at = UINT64_MAX;
-	w->signalled = w->running = w->wake_armed = 0;
+	w->signalled = w->running = w->wake_armed = w->host_timed = 0;
 	w->wake_fd = -1;
 	w->drv_index = SIZE_MAX;
 	w->drv_key = INT64_MAX;
@@ -183,7 +192,10 @@ static void notice(struct hwt_worker *w, struct hwt_node *n)
 	if (n->slot == HWT_SLOT_DUE) {
 		signal_due(w);
 	} else {
-		uint64_t alert = hwt_wheel_alert(&w->wheel, n);
+		uint64_t alert;
+		if (w->host_timed && !w->wake_armed && n->slot >> w->wheel.bits < 2)
+			return; /* level 0: the host's (it learns of the deadline from timeout()) */
+		alert = hwt_wheel_alert(&w->wheel, n);
 		if (alert < w->wake_at) {
 			w->wake_at = alert; /* one driver call per earlier wake-up, not per add */
 			if (w->running)
@@ -268,7 +280,7 @@ void hwt_worker_del_batch(struct hwt_worker *w, struct hwt_node *const *n, unsig
 static void expire_for_host(struct hwt_worker *w, int64_t now_ns)
 {
 	uint64_t now = tick_of(w, now_ns);
-	if (w->wake_at <= now && now > w->wheel.now)
+	if ((w->wake_at <= now || w->host_timed) && now > w->wheel.now)
 		(void)hwt_wheel_expire(&w->wheel, now);
 }
 
@@ -294,7 +306,7 @@ int hwt_worker_take_announced(struct hwt_worker *w, struct hwt_link *into, int64
 	expire_for_host(w, now_ns);
 	took = !hwt_list_empty(&w->wheel.due);
 	hwt_list_splice(into, &w->wheel.due);
-	if (took && !w->signalled) {
+	if (took && !w->signalled && !w->host_timed) {
 		w->signalled = 1;
 		hwt_pipe_signal(w->fds);
 	}
@@ -330,8 +342,23 @@ int hwt_worker_wake_arm(struct hwt_worker *w)
 	pthread_mutex_lock(&w->mu);
 	due = !hwt_list_empty(&w->wheel.due);
 	w->wake_armed = !due && w->wake_fd >= 0;
+	if (w->wake_armed && w->host_timed) { /* the driver may sleep past level 0's deadlines */
+		uint64_t next = hwt_wheel_next(&w->wheel);
+		if (next < w->wake_at) {
+			w->wake_at = next;
+			if (w->running)
+				hwt_driver_wake(w, hwt_worker_time_of(w, next));
+		}
+	}
 	pthread_mutex_unlock(&w->mu);
 	return due;
+}
+
+void hwt_worker_host_timed(struct hwt_worker *w)
+{
+	pthread_mutex_lock(&w->mu);
+	w->host_timed = 1;
+	pthread_mutex_unlock(&w->mu);
 }
 
 uint64_t hwt_worker_next(struct hwt_worker *w)

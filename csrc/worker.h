@@ -44,6 +44,7 @@ struct hwt_worker {
 	int fds[2];             /* constant: the wake-up descriptor (pipe.h): polled, written */
 	int wake_fd;            /* -1, or the host's paired wake socket (pipe.h) */
 	int wake_armed;         /* the host waits on wake_fd: one datagram when due */
+	int host_timed;         /* the host wakes at its deadlines itself (hwt_worker_host_timed) */
 };
 
 /* Set up (wheel of 2^bits slots a level, pipe, lock); returns 0 or an errno. */
@@ -102,6 +103,12 @@ int hwt_worker_wake_use(struct hwt_worker *w, int fd);
 /* The host is about to wait on its wake socket: 1 if the due list holds
  * something already (do not wait), else 0 and one datagram comes when it does. */
 int hwt_worker_wake_arm(struct hwt_worker *w);
+/* From now on the host wakes at the wheel's deadlines on its own clock and
+ * takes what is due (hwt_worker_take expires level 0 for it): the driver
+ * wakes only for the work a host does not do (drains, span entries), and for
+ * every deadline only while the host waits armed on its wake socket; and
+ * a timeout() that takes what is due does not write the pipe for it. */
+void hwt_worker_host_timed(struct hwt_worker *w);
 /* How many nodes are on the due list (walks it under the lock). */
 size_t hwt_worker_count_due(struct hwt_worker *w);
 

@@ -434,6 +434,60 @@ static void wake_socket_armed(void)
 	close(sv[1]);
 }
 
+/* A host that wakes itself (host_timed): the driver does not wake for a
+ * level-0 deadline (nothing on the pipe 30 ms after it) and the host takes
+ * it at its time; a node in level 1 is still drained by the driver, for the
+ * host to take at its tick; and once the host waits armed on its wake
+ * socket the driver wakes at level 0's deadline again, with a datagram. */
+static void host_timed_leaves_level0_to_the_host(void)
+{
+	struct hwt_worker w;
+	struct hwt_node n, far, armed;
+	struct hwt_link into;
+	struct pollfd pfd;
+	int sv[2];
+	int64_t now;
+	uint64_t tick;
+	char b;
+	expect(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
+	expect(hwt_worker_init(&w, MS, 4) == 0, "init"); /* 16 ticks a level-0 block */
+	hwt_worker_host_timed(&w);
+	expect(hwt_worker_wake_use(&w, sv[0]) == -1, "a wake socket before the first");
+	hwt_node_init(&n);
+	hwt_node_init(&far);
+	hwt_node_init(&armed);
+	hwt_list_init(&into);
+	now = hwt_clock_ns();
+	tick = hwt_worker_tick_at(&w, now + 5 * MS);
+	if (tick % 16 == 0)
+		tick++; /* (a block's first tick may be the driver's: hwt_wheel_next_hard) */
+	hwt_worker_add(&w, &n, tick, now);
+	hwt_worker_add(&w, &far, hwt_worker_tick_at(&w, now + 200 * MS), now); /* level 1: its drain starts at 176 ms */
+	expect(n.slot >> w.wheel.bits < 2, "the near node is not in level 0");
+	expect(far.slot >> w.wheel.bits >= 2, "the far node is in level 0");
+	expect(hwt_worker_start(&w) == 0, "start");
+	pfd.fd = w.fds[0];
+	pfd.events = POLLIN;
+	expect(poll(&pfd, 1, 35) == 0, "the driver signalled a level-0 deadline of a host that wakes itself");
+	hwt_worker_take(&w, &into, hwt_clock_ns());
+	expect(taken(&into, &n), "the host did not take its level-0 node at its time");
+	while (hwt_clock_ns() < hwt_worker_time_of(&w, far.expires) + 40 * MS)
+		poll(NULL, 0, 10);
+	hwt_worker_take(&w, &into, hwt_clock_ns());
+	expect(taken(&into, &far), "a level-1 node was not brought down for the host to take");
+	now = hwt_clock_ns();
+	hwt_worker_add(&w, &armed, hwt_worker_tick_at(&w, now + 5 * MS), now);
+	expect(hwt_worker_wake_arm(&w) == 0, "armed with nothing due: said due");
+	pfd.fd = sv[1];
+	expect(poll(&pfd, 1, 500) == 1, "no datagram in 500 ms for a node due in 5 ms while the host was armed");
+	expect(read(sv[1], &b, 1) == 1, "read the datagram");
+	hwt_worker_stop(&w);
+	expect(hwt_worker_wake_use(&w, -1) == sv[0], "the wake socket given back");
+	hwt_worker_destroy(&w);
+	close(sv[0]);
+	close(sv[1]);
+}
+
 /* A worker whose wheel cannot be allocated (each of init's allocations
  * refused in turn): init says ENOMEM and keeps nothing. */
 static void init_out_of_memory(void)
@@ -468,6 +522,7 @@ int main(void)
 	started_with_an_earlier_deadline();
 	stop_keeps_the_driver_order();
 	wake_socket_armed();
+	host_timed_leaves_level0_to_the_host();
 	init_out_of_memory();
 	expect(unheld_unlocks == 0, "an unlock of a mutex not held");
 	printf("test_worker: the host's side of a worker; its wake-up descriptor (%s); many workers on one driver\n"
@@ -477,6 +532,6 @@ int main(void)
 #else
 	       "an eventfd",
 #endif
-	       failures ? 0 : 11, failures);
+	       failures ? 0 : 12, failures);
 	return failures != 0;
 }

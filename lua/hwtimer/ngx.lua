@@ -283,12 +283,25 @@ local function sleep_for(wait)
   return (math.max(1, ms) + 0.5) / 1000
 end
 
+-- The shortest wait for which the dispatcher asks the driver thread for a
+-- datagram at the deadline (wake_arm). A shorter one ends on nginx's own
+-- millisecond timer, up to a millisecond after the deadline, and the driver
+-- does not wake for it (timer:host_timed): where deadlines come less than
+-- this apart (a thousand health checks spread over 0.5 s), a datagram for
+-- each cost two wake-ups in series and about a third more CPU than
+-- ngx.timer.every's own timers (docs/performance.md, "Health checks").
+-- A deadline after a longer quiet spell (a burst due in 50 ms) is met at
+-- the driver's sub-millisecond time.
+local ARM_MIN = 0.002
+
 -- Seconds to sleep until the wheel's next event (sleep_for); 0 when
--- timeouts are due.
+-- timeouts are due. Sets self.sleep, and self.arm: whether the wait is long
+-- enough to be woken by a datagram (ARM_MIN).
 local function wait_ms(self)
   local wait = self.timer:timeout() -- also the planned wake-up the hook compares with
   if wait == 0 then return 0 end
   if wait == nil or wait > self.max_wait then wait = self.max_wait end
+  self.arm = wait >= ARM_MIN
   self.sleep = sleep_for(wait)
   return self.sleep
 end
@@ -303,7 +316,9 @@ function dispatcher(premature, self, gen)
   -- (until a fresh one it handed over to starts late: hand_over)
   while self.running and not ngx.worker.exiting() and self.took == gen do
     local ok, wait = pcall(wait_ms, self)
-    if ok and wait > 0 then ok, wait = pcall(self.timer.wake_arm, self.timer) end
+    if ok and wait > 0 then
+      if self.arm then ok, wait = pcall(self.timer.wake_arm, self.timer) else wait = false end
+    end
     if not ok then -- the timer was closed behind the glue's back: leave quietly
       self.running = false
       break
@@ -532,6 +547,7 @@ function M.new(opts, max_wait)
   setmetatable(self, NgxTimer)
   at_state_close(self)
   timer:take_only()
+  timer:host_timed() -- (the dispatcher wakes on nginx's timers, or a datagram it arms)
   local wake = self.wake
   timer:wakeup(function() wake:post(1) end)
   local ok, terr = ngx.timer.at(0, dispatcher, self, 0)

@@ -69,6 +69,47 @@ describe("the wake socket", function()
     assert.is_truthy(timer:take())
   end)
 
+  -- timer:host_timed(): the host wakes at timer:timeout() itself (nginx's
+  -- timers), so the driver thread does not wake for its near deadlines: the
+  -- descriptor stays quiet past one, and take at its time has it; armed, it
+  -- gets its datagram at the deadline as any host.
+  describe("for a host that wakes itself (host_timed)", function()
+    local readable = require("hwtimer_testutil").readable
+
+    it("leaves a near deadline to the host: the descriptor stays quiet, and take at its time has it", function()
+      timer:host_timed()
+      local t = timer:schedule(0.005, function() end)
+      assert.is_false(readable(timer:getfd(), 0.05)) -- (a driver that woke for it makes it readable at 5 ms)
+      assert.equal(0, timer:timeout())
+      assert.equal(t, timer:take())
+      assert.is_false(readable(timer:getfd(), 0))
+    end)
+
+    it("still brings a far timeout down for the host to take at its time", function()
+      timer:host_timed()
+      local t = timer:schedule(0.3, function() end) -- (a level above 0: the driver's drain)
+      local got
+      repeat
+        local wait = timer:timeout()
+        require("hwtimer_testutil").sleep(wait)
+        got = timer:take()
+      until got or hwtimer.now() > t:deadline() + 1
+      assert.equal(t, got)
+      assert.is_true(hwtimer.now() < t:deadline() + 0.1, "taken more than 0.1 s late")
+    end)
+
+    it("gets its datagram at the deadline when it waits armed", function()
+      timer:host_timed()
+      udp = paired(timer)
+      local t = timer:schedule(0.01, function() end)
+      assert.is_false(timer:wake_arm())
+      local data, at = receive(udp, 2)
+      assert.equal("!", data)
+      assert.is_true(at >= t:deadline() and at < t:deadline() + 0.5)
+      assert.equal(t, timer:take())
+    end)
+  end)
+
   it("wakes an armed host when a schedule makes something due at once", function()
     udp = paired(timer)
     timer:schedule(10, function() end)
@@ -201,7 +242,7 @@ describe("the wake socket", function()
 
   it("raises on a stopped timer", function()
     timer:close()
-    for _, m in ipairs({ "wake_socket", "wake_pair", "wake_arm" }) do
+    for _, m in ipairs({ "wake_socket", "wake_pair", "wake_arm", "host_timed" }) do
       assert.has_error(function() timer[m](timer) end, "attempt to use a stopped timer")
     end
   end)

@@ -140,8 +140,8 @@ return {
     reason = "where the offset before a change equals the one after (no gap), c >= a + before is c >= lo, which "
       .. "the line above has just found false: the branch gains nothing" },
   { file = "lua/hwtimer/durable.lua",
-    from = "    if due < self._loaded_until then loaded(self, key, due) end",
-    to = "    if due <= self._loaded_until then loaded(self, key, due) end",
+    from = "    if due < self._loaded_until then loaded(self, key, due, delay <= 0) end",
+    to = "    if due <= self._loaded_until then loaded(self, key, due, delay <= 0) end",
     reason = "a job due exactly at the window's end is loaded now or by the next refill, which reads from just "
       .. "before that end (window.lua: loaded_until - 1e-9); window.load keys it once either way" },
   { file = "csrc/larm.h", from = "\tif (T->ncancelled == HWT_CANCEL_BATCH)", to = "\tif (T->ncancelled != HWT_CANCEL_BATCH)",
@@ -160,8 +160,8 @@ return {
     reason = "the first dispatcher (generation 0) sets took and timers_full to what new() left them (0, math.huge); "
       .. "its one post of took_over is taken by the first handover's wait, whose loop checks took again and waits on" },
   { file = "lua/hwtimer/durable.lua",
-    from = "  if not self._batching and due < self._loaded_until then loaded(self, key, due) end -- (a batch's: at its end)",
-    to = "  if not self._batching and due <= self._loaded_until then loaded(self, key, due) end -- (a batch's: at its end)",
+    from = "  if not self._batching and due < self._loaded_until then loaded(self, key, due, true) end -- (a batch's: at its end; due now)",
+    to = "  if not self._batching and due <= self._loaded_until then loaded(self, key, due, true) end -- (a batch's: at its end; due now)",
     reason = "as in schedule's fast path: a job due exactly at the window's end is loaded now or by the next refill, "
       .. "which reads from just before that end; window.load keys it once either way" },
   { file = "lua/hwtimer/durable/window.lua", from = "  self._next_sweep = now + self._sweep",
@@ -401,8 +401,8 @@ return {
       .. "with: the store is left as it was either way, and the lock let go" },
   { file = "lua/hwtimer/durable/sqlite.lua", from = "        db:exec(\"ROLLBACK\")", to = "",
     reason = "as the ROLLBACK above: refuse() closes the connection, which rolls the transaction back" },
-  { file = "csrc/worker.c", from = "\tif (w->wake_at <= now && now > w->wheel.now)",
-    to = "\tif (w->wake_at <= now && now >= w->wheel.now)",
+  { file = "csrc/worker.c", from = "\tif ((w->wake_at <= now || w->host_timed) && now > w->wheel.now)",
+    to = "\tif ((w->wake_at <= now || w->host_timed) && now >= w->wheel.now)",
     reason = "at now == wheel.now, hwt_wheel_expire(w, now) does nothing: the wheel's next event is always after "
       .. "its now (one at or before it has been stepped through), and set_now to the same now changes nothing" },
   { file = "lua/hwtimer/durable/sqlite.lua",
