@@ -106,25 +106,29 @@ end
 -- w.t: the timeout whose callback the runner w calls (read at worker exit).
 local function run_one(self, w, premature, t, ...)
   if not t then return false end
+  self.ran = self.ran + 1
   w.t = t
   call(self, premature, t, ...)
   w.t = nil
   return true
 end
 
--- A runner's work: call the callbacks of the timeouts `next_due(self)` gives
--- until it gives none, the slice is used up (w.sliced) or a callback waited:
--- the dispatcher set w.waited when this thread yielded and went on without
--- it, so it ends once that callback returns.
-local function drain(self, w, next_due, premature)
+-- A runner's work: call the callback of the timeout it was started with
+-- (t, cb, ...), then those `next_due(self)` gives until it gives none, the
+-- slice is used up (w.sliced) or a callback waited: the dispatcher set
+-- w.waited when this thread yielded and went on without it, so it ends
+-- once that callback returns.
+local function drain(self, w, next_due, premature, ...)
   local n = 0
-  while run_one(self, w, premature, next_due(self)) do
+  local more = run_one(self, w, premature, ...)
+  while more do
     if w.waited then return end
     n = n + 1
     if n % 32 == 0 and now() - self.since > self.slice then
       w.sliced = true
       return
     end
+    more = run_one(self, w, premature, next_due(self))
   end
 end
 
@@ -132,20 +136,23 @@ local function take_due(self)
   if self.running then return self.timer:take() end
 end
 
--- The body of a runner (a light thread). A timer closed or stopped behind
--- the glue's back makes take raise: the glue stops quietly. On a timer that
--- still works, take or done raised for a passing reason (out of memory):
--- the dispatcher logs it, and the due callbacks wait for its next turn.
-local function runner(self, w, next_due, premature)
-  local ok, err = pcall(drain, self, w, next_due or take_due, premature)
-  if not ok then
-    if driver.usable(self.timer) then
-      self.fault = err
-      if w.t and not premature then self.undone[w.t] = true end -- done raised: again at the next turn
-    else
-      self.running = false
-    end
+-- A take or done that raised. A timer closed or stopped behind the glue's
+-- back makes take raise: the glue stops quietly. On a timer that still
+-- works, it raised for a passing reason (out of memory): the dispatcher
+-- logs it, and the due callbacks wait for its next turn.
+local function fault(self, err, t, premature)
+  if driver.usable(self.timer) then
+    self.fault = err
+    if t and not premature then self.undone[t] = true end -- done raised: again at the next turn
+  else
+    self.running = false
   end
+end
+
+-- The body of a runner (a light thread).
+local function runner(self, w, next_due, premature, ...)
+  local ok, err = pcall(drain, self, w, next_due, premature, ...)
+  if not ok then fault(self, err, w.t, premature) end
   w.done = true
   if w.waited then
     self.waiting = self.waiting - 1
@@ -157,6 +164,19 @@ local function runner(self, w, next_due, premature)
   end
 end
 
+-- A runner for the timeout next_due gave (ok, t, cb, ...: pcall's), when
+-- it gave one: the runner, its thread. (Taken here, not by the runner: a
+-- runner spawned to find nothing due cost a light thread every wake-up.)
+local function start(self, next_due, premature, ok, t, ...)
+  if not ok then
+    fault(self, t)
+    return nil
+  end
+  if not t then return nil end
+  local w = {}
+  return w, spawn(runner, self, w, next_due, premature, t, ...)
+end
+
 -- Run due callbacks in runners until none is due: a runner whose callback
 -- waits is left to it and the next one goes on. Returns how many runners
 -- started and true when the slice is used up. With max_runners callbacks
@@ -164,6 +184,7 @@ end
 -- if a fresh one took over meanwhile (hand_over), passing on the slot.
 local function run_due(self, next_due, premature, gen)
   local started = 0
+  next_due = next_due or take_due
   self.since = now()
   while self.running or premature do
     while self.waiting >= self.max_runners do
@@ -179,8 +200,8 @@ local function run_due(self, next_due, premature, gen)
         if ngx.now() >= self.exit_deadline then return started, false end
       end
     end
-    local w = {}
-    local co = spawn(runner, self, w, next_due, premature)
+    local w, co = start(self, next_due, premature, pcall(next_due, self))
+    if not w then return started, false end
     started = started + 1
     if w.done then
       reap(co) -- it ended inside spawn: free it now, not at the context's end
@@ -283,16 +304,18 @@ local function sleep_for(wait)
   return (math.max(1, ms) + 0.5) / 1000
 end
 
--- The shortest wait for which the dispatcher asks the driver thread for a
--- datagram at the deadline (wake_arm). A shorter one ends on nginx's own
+-- When the dispatcher asks the driver thread for a datagram at the
+-- deadline (wake_arm): for a wait of ARM_MIN or more, or after a wake-up
+-- that ran ARM_BURST callbacks or more. Otherwise it sleeps on nginx's own
 -- millisecond timer, up to a millisecond after the deadline, and the driver
--- does not wake for it (timer:host_timed): where deadlines come less than
--- this apart (a thousand health checks spread over 0.5 s), a datagram for
--- each cost two wake-ups in series and about a third more CPU than
--- ngx.timer.every's own timers (docs/performance.md, "Health checks").
--- A deadline after a longer quiet spell (a burst due in 50 ms) is met at
--- the driver's sub-millisecond time.
-local ARM_MIN = 0.002
+-- does not wake for it (timer:host_timed). Where single deadlines come less
+-- than ARM_MIN apart (a thousand health checks spread over 0.5 s), a
+-- datagram for each cost two wake-ups in series and twice the CPU of
+-- ngx.timer.every's own timers (docs/performance.md, "Health checks"); a
+-- burst (a thousand scheduled in a loop, their deadlines spread over the
+-- loop's few milliseconds) shares each datagram among many callbacks, and
+-- a millisecond late would be most of its lateness.
+local ARM_MIN, ARM_BURST = 0.002, 8
 
 -- Seconds to sleep until the wheel's next event (sleep_for); 0 when
 -- timeouts are due. Sets self.sleep, and self.arm: whether the wait is long
@@ -301,7 +324,7 @@ local function wait_ms(self)
   local wait = self.timer:timeout() -- also the planned wake-up the hook compares with
   if wait == 0 then return 0 end
   if wait == nil or wait > self.max_wait then wait = self.max_wait end
-  self.arm = wait >= ARM_MIN
+  self.arm = wait >= ARM_MIN or self.ran >= ARM_BURST
   self.sleep = sleep_for(wait)
   return self.sleep
 end
@@ -330,6 +353,7 @@ function dispatcher(premature, self, gen)
         return
       end
     else
+      self.ran = 0 -- (counted by run_one: ARM_BURST)
       local started, sliced = run_due(self, nil, nil, gen)
       if self.took ~= gen then return end -- (taken over while it waited for a slot)
       runs = runs + started
@@ -535,6 +559,7 @@ function M.new(opts, max_wait)
   self.timer, self.running = timer, true
   self.wake, self.slot, self.took_over = semaphore.new(), semaphore.new(), semaphore.new()
   self.waiting, self.peak, self.handovers, self.since, self.gen, self.took = 0, 0, 0, 0, 0, 0
+  self.ran = 0 -- callbacks started since the dispatcher last woke
   self.timers_full, self.full_until = math.huge, 0 -- (hand_over)
   self.waiters = {} -- the runners left waiting in a callback (w -> true)
   self.undone = {} -- taken timeouts whose timer:done raised (t -> true): done again
