@@ -377,7 +377,8 @@ local function put(self, kind, when, relative, payload, id, every, sched)
   id = id or self._new_id()
   local key, due = self._engine:put(id, kind, payload, when, relative, every, fresh, sched)
   if not key then return nil, "hwtimer.durable: " .. tostring(due) end
-  if not self._batching and due < self._loaded_until then loaded(self, key, due, relative and when <= 0) end -- (a batch's come with its commit)
+  -- (a batch's come with its commit)
+  if not self._batching and due < self._loaded_until then loaded(self, key, due, relative and when <= 0) end
   return id
 end
 
@@ -606,7 +607,8 @@ local function made_due(self, fname, id, key, due, lease_end)
     return nil, string.format("hwtimer.durable: job %s is in flight (leased for %.3f s more)",
       id, max(0, (lease_end or 0) - self._now()))
   end
-  if not self._batching and due < self._loaded_until then loaded(self, key, due, true) end -- (a batch's: at its end; due now)
+  -- (a batch's: at its end; due now, whatever the clocks: loaded)
+  if not self._batching and due < self._loaded_until then loaded(self, key, due, true) end
   return true
 end
 

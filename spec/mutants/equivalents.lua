@@ -160,8 +160,8 @@ return {
     reason = "the first dispatcher (generation 0) sets took and timers_full to what new() left them (0, math.huge); "
       .. "its one post of took_over is taken by the first handover's wait, whose loop checks took again and waits on" },
   { file = "lua/hwtimer/durable.lua",
-    from = "  if not self._batching and due < self._loaded_until then loaded(self, key, due, true) end -- (a batch's: at its end; due now)",
-    to = "  if not self._batching and due <= self._loaded_until then loaded(self, key, due, true) end -- (a batch's: at its end; due now)",
+    from = "  if not self._batching and due < self._loaded_until then loaded(self, key, due, true) end",
+    to = "  if not self._batching and due <= self._loaded_until then loaded(self, key, due, true) end",
     reason = "as in schedule's fast path: a job due exactly at the window's end is loaded now or by the next refill, "
       .. "which reads from just before that end; window.load keys it once either way" },
   { file = "lua/hwtimer/durable/window.lua", from = "  self._next_sweep = now + self._sweep",
