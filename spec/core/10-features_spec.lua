@@ -260,6 +260,11 @@ describe("timer:every{ interval, rate, jitter }", function()
       assert.is_true(at >= before + 0.02, "ran early")
       local next_in = p:deadline() - at -- an interval on (plus jitter), not 0.02
       assert.is_true(next_in > 0.3 and next_in <= 0.5 * 1.2 + 0.001, "next run " .. next_in .. " s on")
+      if type(opts) == "table" and opts.rate then -- fixed rate: the periods count from the reset's run
+        local from_reset = p:deadline() - 0.52
+        assert.is_true(from_reset >= before and from_reset <= after + 0.001,
+          "next run " .. (p:deadline() - before) .. " s after the reset, not 0.52")
+      end
       p:cancel()
     end
   end)
