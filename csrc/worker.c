@@ -66,9 +66,9 @@ static void signal_due(struct hwt_worker *w)
  * "Measurements behind the code"). */
 #define WORK_CHUNK 128
 
-/* Called with the lock held: the wheel's next event, for the driver. */
-/* The tick the driver must next see this worker at: every event, or, for a
- * host that wakes itself and waits unarmed, only those it leaves to us. */
+/* Called with the lock held: the tick the driver must next see this worker
+ * at: every event, or, for a host that wakes itself and waits unarmed, only
+ * those it leaves to us. */
 static uint64_t driver_next(const struct hwt_worker *w)
 {
 	if (w->host_timed && !w->wake_armed)
@@ -186,21 +186,25 @@ void hwt_worker_forked(void)
 
 /* ---- host side ------------------------------------------------------------- */
 
+/* Called with the lock held: the driver must see this worker by `tick`. */
+static void wake_by(struct hwt_worker *w, uint64_t tick)
+{
+	if (tick < w->wake_at) {
+		w->wake_at = tick; /* one driver call per earlier wake-up, not per add */
+		if (w->running)
+			hwt_driver_wake(w, hwt_worker_time_of(w, tick));
+	}
+}
+
 /* Called with the lock held, after `n` was added or moved. */
 static void notice(struct hwt_worker *w, struct hwt_node *n)
 {
 	if (n->slot == HWT_SLOT_DUE) {
 		signal_due(w);
 	} else {
-		uint64_t alert;
 		if (w->host_timed && !w->wake_armed && n->slot >> w->wheel.bits < 2)
 			return; /* level 0: the host's (it learns of the deadline from timeout()) */
-		alert = hwt_wheel_alert(&w->wheel, n);
-		if (alert < w->wake_at) {
-			w->wake_at = alert; /* one driver call per earlier wake-up, not per add */
-			if (w->running)
-				hwt_driver_wake(w, hwt_worker_time_of(w, alert));
-		}
+		wake_by(w, hwt_wheel_alert(&w->wheel, n));
 	}
 }
 
@@ -342,14 +346,8 @@ int hwt_worker_wake_arm(struct hwt_worker *w)
 	pthread_mutex_lock(&w->mu);
 	due = !hwt_list_empty(&w->wheel.due);
 	w->wake_armed = !due && w->wake_fd >= 0;
-	if (w->wake_armed && w->host_timed) { /* the driver may sleep past level 0's deadlines */
-		uint64_t next = hwt_wheel_next(&w->wheel);
-		if (next < w->wake_at) {
-			w->wake_at = next;
-			if (w->running)
-				hwt_driver_wake(w, hwt_worker_time_of(w, next));
-		}
-	}
+	if (w->wake_armed && w->host_timed) /* the driver may sleep past level 0's deadlines */
+		wake_by(w, hwt_wheel_next(&w->wheel));
 	pthread_mutex_unlock(&w->mu);
 	return due;
 }
