@@ -75,8 +75,9 @@ http {
       local open = require("hwtimer.durable.ngx").open
       for _, args in ipairs({ { nil, 1, {} }, { "", 1, {} }, { 5, 1, {} }, { "x", 1, nil }, { "x", 1, {}, 5 },
                               { "q", 1, {} } }) do
-        local ok, err = pcall(open, args[1], args[2], args[3], args[4])
-        ngx.say(ok and "ok" or tostring(err))
+        local ok, err = pcall(function() local r = open(args[1], args[2], args[3], args[4]) return r end)
+        local at = tostring(err):match("^content_by_lua%(nginx%.conf:%d+%):5: ") and "" or "(not the caller's line) "
+        ngx.say(ok and "ok" or at .. tostring(err))
       end
     } }
     # get's refusals of its wait, one a line; then what a get of the queue
@@ -84,8 +85,9 @@ http {
     location = /get_args { content_by_lua_block {
       local get = require("hwtimer.durable.ngx").get
       for _, wait in ipairs({ -1, 0 / 0, "1", true }) do -- (of a queue not open: an open one is returned at once)
-        local ok, err = pcall(get, "setup", wait)
-        ngx.say(ok and "ok" or tostring(err))
+        local ok, err = pcall(function() local r = get("setup", wait) return r end)
+        local at = tostring(err):match("^content_by_lua%(nginx%.conf:%d+%):4: ") and "" or "(not the caller's line) "
+        ngx.say(ok and "ok" or at .. tostring(err))
       end
       local q, err = get("setup", 0.3)
       ngx.say(tostring(q or err))
@@ -496,7 +498,8 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
     assert.matches("%[error%]", line or "(no line)")
   end)
 
-  it("durable.ngx.open raises on a bad name, options or setup, and on a name opened already", function()
+  it("durable.ngx.open raises on a bad name, options or setup, and on a name opened already, naming the caller's line",
+    function()
     local status, body = N.get(port, "/open_args", 30)
     assert.equal(200, status, body)
     assert.equal(table.concat({
@@ -506,14 +509,15 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
       "bad argument #3 to 'open' (table expected, got nil)",
       "bad argument #4 to 'open' (function expected, got number)",
       "hwtimer.durable.ngx: queue 'q' is opened already in this worker",
-    }, "\n") .. "\n", (body:gsub("[^\n]-:%d+: ", "")))
+    }, "\n") .. "\n", (body:gsub("content_by_lua%(nginx%.conf:%d+%):%d+: ", "")))
   end)
 
-  it("get refuses a wait that is no number of seconds; tells why a queue whose setup raises is not open", function()
+  it("get refuses a wait that is no number of seconds, naming the caller's line; tells why a queue whose setup " ..
+    "raises is not open", function()
     local status, body = N.get(port, "/get_args", 30)
     assert.equal(200, status, body)
     local lines = {}
-    for l in (body:gsub("[^\n]-:%d+: ", "")):gmatch("[^\n]+") do lines[#lines + 1] = l end
+    for l in (body:gsub("content_by_lua%(nginx%.conf:%d+%):%d+: ", "")):gmatch("[^\n]+") do lines[#lines + 1] = l end
     assert.same({
       "bad argument #2 to 'get' (non-negative number of seconds expected, got number)",
       "bad argument #2 to 'get' (non-negative number of seconds expected, got number)",

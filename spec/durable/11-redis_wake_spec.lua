@@ -457,6 +457,27 @@ describe("hwtimer.durable.redis_wake: a plain Lua process listens for wake-ups",
     uv.run("nowait")
   end)
 
+  it("makes a lost connection again in the step that finds it lost, not after the backoff", function()
+    -- (no loop and no dispatch: nothing on the timer can run, so only the
+    -- step itself can have made the connection that getfd shows)
+    local l = assert(wake.listen(q))
+    local first = l:getfd()
+    assert.truthy(first)
+    N.redis_cmd(server.port, "CLIENT", "KILL", "TYPE", "pubsub")
+    local limit = core.now() + 2 * SLOW
+    while not l.why and core.now() < limit do
+      assert.is_true(l:step())
+      socket.sleep(0.005)
+    end
+    assert.equal("the connection closed", l.why)
+    assert.truthy(l:getfd(), "no connection made at once after the loss")
+    assert.is_nil(l.retry_at, "a try after the backoff was scheduled though the connection was made")
+    -- (and it is a subscription: one, the old one gone)
+    local listed = N.redis_cmd(server.port, "CLIENT", "LIST", "TYPE", "pubsub")
+    assert.equal(1, select(2, tostring(listed):gsub("sub=1", "")), tostring(listed))
+    l:close()
+  end)
+
   it("in cqueues: the listener is pollable, and a refused SUBSCRIBE ends it with why", function()
     local cqueues = require("cqueues")
     local cq = cqueues.new()

@@ -291,8 +291,9 @@ for i, m in ipairs(sample) do
       end
       -- A file both plain Lua and nginx run (the Redis client, the queue)
       -- takes branches only in nginx (a pooled cosocket, ngx.*): a survivor
-      -- runs its cover's nginx specs on LuaJIT too.
-      if ok and specs.ngx and m.file:match("%.lua$") then
+      -- runs its cover's nginx specs on LuaJIT too (a file of csrc/ is
+      -- built for LuaJIT first).
+      if ok and specs.ngx and (m.file:match("%.lua$") or build("jit")) then
         v = "jit"
         ok, failed, out = run_cover(v, specs.ngx)
       end
