@@ -291,7 +291,7 @@ SAN_RUN      := LUA_PATH='lua/?.lua;lua/?/init.lua;$(COMPAT)/?.lua;;' HWT_LUA=$(
 CHECK_PACKAGES := valgrind clang libclang-rt-dev
 
 check:
-	@$(MAKE) --no-print-directory deps PACKAGES="$(BASE_PACKAGES) $(ALL_LUA_PACKAGES) $(CHECK_PACKAGES)"
+	@$(MAKE) --no-print-directory deps PACKAGES="$(BASE_PACKAGES) $(ALL_LUA_PACKAGES) $(CHECK_PACKAGES) $(LINT_PACKAGES)"
 	$(MAKE) check-model check-fuzz check-failalloc check-asan check-tsan check-valgrind check-mutants \
 	  check-mutants-sample
 

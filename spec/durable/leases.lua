@@ -74,6 +74,24 @@ return function(env)
       assert.is_true(env.wait(function() return q:pending() == 0 end, 5))
     end)
 
+    -- The renewal's timeout is armed by a claim and lapses once nothing is
+    -- held: an idle queue leaves on the timer only what it had before any
+    -- job ran (its poll and sweep), not a renewal ticking every third of the
+    -- lease for nothing.
+    it("leave nothing ticking on the timer once the last job held is done", function()
+      local q = assert(env.open({ lease = 0.2 * SLOW, poll = 60, sweep = 60 }))
+      local timer = env.timer()
+      env.wait(function() return false end, 0.05)
+      local idle = timer:pending()
+      local done = 0
+      q:handle("k", function() done = done + 1 end)
+      for i = 1, 3 do assert(q:schedule("k", 0.01, nil, { id = "r" .. i })) end
+      assert.is_true(env.wait(function() return done == 3 and q:pending() == 0 end, 5 * SLOW))
+      -- (a renewal armed by the claim ticks at most once more, a third of the lease later)
+      env.wait(function() return false end, 0.2 * SLOW)
+      assert.equal(idle, timer:pending(), "timeouts left on the timer by an idle queue")
+    end)
+
     -- A handler that reads four lines from a socket of the host, one every
     -- 0.1 s (0.4 s, near three leases of 0.15 s), noting the lease left after
     -- each; `host` runs the loop with the peer that writes them until done.

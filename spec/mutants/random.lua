@@ -11,7 +11,8 @@
 -- judged on a Lua it is compiled for.
 -- A mutant that does not load (Lua) or build (C; an implicit declaration is
 -- an error) is stillborn, not counted; one of C that builds with a warning
--- is caught by make test's lint-c.
+-- is caught by make test's lint-c, one of Lua that luacheck warns of (a
+-- deleted `local` leaves a global read) by make test's lint.
 -- A spec file that catches a mutant is run once on the unmutated tree too
 -- (once per run): if it fails there, its mutants are "unjudged", not caught.
 -- Fails when fewer than THRESHOLD % (default 90) of the counted mutants are
@@ -236,6 +237,16 @@ end
 local function warning_free(v)
   return C.sh(string.format("cd %s && make -s lint-c-one LUA_VERSION=%s >%s/lint-c.log 2>&1", C.q(dir), v, C.q(dir)))
 end
+-- make test's lint: luacheck over the mutated Lua file, with the tree's
+-- .luacheckrc (a deleted `local` leaves a global read, which it reports).
+-- The first warning, or nil where it is clean.
+local function luacheck_warning(file)
+  local log = dir .. "/luacheck.log"
+  if C.sh(string.format("cd %s && luacheck --no-color -q --formatter plain %s >%s 2>&1", C.q(dir), C.q(file), C.q(log)))
+  then return nil end
+  local out = C.read(log)
+  return out:match("^[^\n]-:%d+:%d+: ([^\n]*)") or error("luacheck failed with no warning of " .. file .. ":\n" .. out, 0)
+end
 -- (a failure that names no line of ours is the run's, not the mutant's: it stops the run)
 local function warning(log)
   local w = log:match("csrc/[^\n]-: warning: ([^\n]*)") or log:match("csrc/[^\n]-: error: ([^\n]*)")
@@ -270,8 +281,13 @@ for i, m in ipairs(sample) do
     local started = os.time()
     local result
     C.write(path, mutated)
-    if m.file:match("%.lua$") and not load(mutated, "=" .. m.file) then
+    local is_lua = m.file:match("%.lua$")
+    local loads = is_lua and load(mutated, "=" .. m.file)
+    local lint = loads and luacheck_warning(m.file)
+    if is_lua and not loads then
       result = "stillborn (does not load)"
+    elseif lint then
+      result = "caught by make lint (luacheck: " .. lint .. ")"
     elseif m.file:match("^csrc/") and not build(v) then
       result = "stillborn (does not build)"
     elseif m.file:match("^csrc/") and not warning_free(v) then
