@@ -158,6 +158,11 @@ describe("hwtimer.sqlite", function()
     assert.is_true(st:bind(1, 1))
     assert.is_true(st:step())
     assert.same({ 1, "one" }, { st:column(1), st:column(2) })
+    -- a parameter bound again, to nil, is NULL: nil binds, it does not keep the value before it
+    st:reset()
+    assert.is_true(st:bind(1, 1))
+    assert.is_true(st:bind(1, nil))
+    assert.is_false(st:step())
     db:close()
   end)
 

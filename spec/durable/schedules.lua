@@ -472,6 +472,18 @@ return function(env)
         for i, job in ipairs(assert(q:schedules())) do ids[i] = job.id end
         assert.same({ "second", "two-hours", "new-year" }, ids)
       end)
+
+      -- (Lua's < on strings follows the locale: the order is the ids' bytes, as SQLite's BINARY)
+      it("lists schedules due at one time in the order of their ids' bytes", function()
+        local q = open()
+        local given = { "zeta", "\195\169t\195\169", "alpha", "Alpha", "al-b", "al" }
+        for _, id in ipairs(given) do
+          assert(q:every("k", "0 0 1 1 *", nil, { id = id, tz = "Europe/Berlin" }))
+        end
+        local ids = {}
+        for i, job in ipairs(assert(q:schedules())) do ids[i] = job.id end
+        assert.same({ "Alpha", "al", "al-b", "alpha", "zeta", "\195\169t\195\169" }, ids)
+      end)
     end)
 
     describe("a run that fails", function()
