@@ -217,7 +217,9 @@ lint-c-one:
 	@$(CC) $(WARN) -O2 -Werror -DHWT_NO_EVENTFD -c -o /dev/null csrc/pipe.c
 
 test-all:
-	@for v in $(ALL_VERSIONS); do $(MAKE) --no-print-directory test-spec LUA_VERSION=$$v || exit 1; done
+	@for v in $(ALL_VERSIONS); do s=$$(date +%s); \
+	  $(MAKE) --no-print-directory test-spec LUA_VERSION=$$v || exit 1; \
+	  echo "== specs on $$v: $$(( $$(date +%s) - s )) s"; done
 
 test-c: $(CBUILD)/test_wheel $(CBUILD)/test_wheel_ubsan $(CBUILD)/test_worker $(CBUILD)/test_worker_pipe \
         $(CBUILD)/test_checkpoint

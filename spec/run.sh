@@ -53,6 +53,7 @@ trap 'rm -rf "$logs"' EXIT
 log_of() { echo "$logs/$(echo "$1" | tr / _).log"; }
 
 failed=()
+times=() # "seconds file", for the slowest files named at the end
 for f in "${files[@]}"; do
   start=$SECONDS
   HWT_SPEC_SERVERS=$(mktemp)
@@ -72,7 +73,13 @@ for f in "${files[@]}"; do
   fi
   stop_servers "$f"
   rm -f "$HWT_SPEC_SERVERS"
+  times+=("$((SECONDS - start)) $f")
 done
+# Where the time went: the five slowest files (whole seconds, wall clock).
+if [ ${#times[@]} -gt 1 ]; then
+  echo "spec/run.sh: the slowest of ${#files[@]} files: $(printf '%s\n' "${times[@]}" | sort -rn | head -5 |
+    awk '{ printf "%s%s %d s", (NR > 1 ? ", " : ""), $2, $1 }')"
+fi
 if [ ${#failed[@]} -gt 0 ]; then
   wait # the tees of the process substitutions (bash 5.1 and later wait for them too)
   for f in "${failed[@]}"; do
