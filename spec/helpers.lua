@@ -21,6 +21,17 @@ function helpers.full_size()
     and os.getenv("HWT_QUICK") == nil
 end
 
+-- A module this machine may not have built (hwtimer.sqlite without
+-- libsqlite3-dev): the module, or nil where require finds no file of it. One
+-- that is found and fails to load raises: a broken build is a failure, not
+-- a spec left pending as if the module were not there.
+function helpers.optional(name)
+  local ok, m = pcall(require, name)
+  if ok then return m end
+  if tostring(m):find("module '" .. name .. "' not found", 1, true) then return nil end
+  error(name .. " is built here but does not load: " .. tostring(m), 0)
+end
+
 -- How many keys t has.
 function helpers.count(t)
   local n = 0

@@ -74,7 +74,7 @@ describe("a thread the system refuses", function()
   end)
 
   it("leaves a SQLite store to checkpoint inline when its checkpoint thread cannot start", function()
-    if not pcall(require, "hwtimer.sqlite") then return pending("hwtimer.sqlite is not built") end
+    if not helpers.optional("hwtimer.sqlite") then return pending("hwtimer.sqlite is not built") end
     local dir = helpers.tempdir("hwt-ckpt")
     local out, ok = run_failing("pthread_create", 1, [[
       local sqlite = require("hwtimer.sqlite")

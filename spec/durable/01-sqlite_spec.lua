@@ -4,7 +4,8 @@
 local hwtimer = require("hwtimer")
 local helpers = require("spec.helpers")
 
-local have_sqlite, sqlite = pcall(require, "hwtimer.sqlite")
+local sqlite = helpers.optional("hwtimer.sqlite")
+local have_sqlite = sqlite ~= nil
 if not have_sqlite then
   describe("hwtimer.durable", function()
     it("needs hwtimer.sqlite", function() pending("hwtimer.sqlite not built: install libsqlite3-dev") end)

@@ -4,7 +4,8 @@
 -- store files are os.tmpname() paths.
 local hwtimer = require("hwtimer")
 
-local have_sqlite, sqlite = pcall(require, "hwtimer.sqlite")
+local sqlite = require("spec.helpers").optional("hwtimer.sqlite")
+local have_sqlite = sqlite ~= nil
 if not have_sqlite then
   describe("hwtimer.sqlite", function()
     it("is built", function() pending("hwtimer.sqlite not built: install libsqlite3-dev") end)

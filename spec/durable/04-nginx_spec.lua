@@ -196,7 +196,7 @@ describe("OpenResty: durable jobs in nginx with four workers on " .. engine.name
     return
   end
   if N.skip_unless_ready(pending) then return end
-  if not pcall(require, "hwtimer.sqlite") then
+  if not require("spec.helpers").optional("hwtimer.sqlite") then
     it("needs hwtimer.sqlite", function() pending("hwtimer.sqlite not built: install libsqlite3-dev") end)
     return
   end

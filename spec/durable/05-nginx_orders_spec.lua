@@ -52,7 +52,7 @@ describe("examples/openresty-durable, two nginx workers on " .. store.name, func
     end)
     return
   end
-  if not store.redis and not pcall(require, "hwtimer.sqlite") then
+  if not store.redis and not require("spec.helpers").optional("hwtimer.sqlite") then
     it("needs hwtimer.sqlite", function() pending("hwtimer.sqlite not built: install libsqlite3-dev") end)
     return
   end

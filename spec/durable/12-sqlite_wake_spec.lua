@@ -4,7 +4,8 @@
 -- 43): the queue polls every 5 s here, so a start within half a second can
 -- only come from the wake-up. The other process is a fresh interpreter.
 local hwtimer = require("hwtimer")
-local ok_sqlite, sqlite = pcall(require, "hwtimer.sqlite")
+local sqlite = require("spec.helpers").optional("hwtimer.sqlite")
+local ok_sqlite = sqlite ~= nil
 local testutil = require("hwtimer_testutil")
 local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
 local POLL = 5 * SLOW -- (a start within SLOW / 2 seconds can only be the wake-up)

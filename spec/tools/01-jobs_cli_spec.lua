@@ -18,7 +18,7 @@ local iso, ISO, lines, usage_error = C.iso, C.ISO, C.lines, C.usage_error
 local USAGE_LINE = C.USAGE_LINE
 
 local REDIS_FORMS = "HOST:PORT[/DB], unix:PATH[?db=DB] or redis[s]://[USER[:PASSWORD]@]HOST[:PORT][/DB] expected"
-local have_sqlite = pcall(require, "hwtimer.sqlite")
+local have_sqlite = helpers.optional("hwtimer.sqlite") ~= nil
 local N, redis = helpers.redis_kit()
 
 ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ local sq, TMP, NULL = C.sq, C.TMP, C.NULL
 local run_with, jobs, words, json_of, lines, usage_error = C.run_with, C.jobs, C.words, C.json_of, C.lines,
   C.usage_error
 
-local have_sqlite = pcall(require, "hwtimer.sqlite")
+local have_sqlite = helpers.optional("hwtimer.sqlite") ~= nil
 local N, redis = helpers.redis_kit()
 
 -- Whether s is valid UTF-8 (RFC 3629), written here apart from the tool's.
