@@ -130,6 +130,22 @@ static void op_run(struct model *m)
 	}
 }
 
+static int needs_driver(const struct hwt_wheel *w, uint64_t t);
+
+/* A host that expires level 0 itself (host_timed) wakes the driver only
+ * at next_hard(): never sooner than the wheel's next event, never in the
+ * past, and never later than an event that is the driver's. */
+static void verify_next_hard(struct model *m, uint64_t next)
+{
+	uint64_t hard = hwt_wheel_next_hard(&m->w);
+	if (hard < next)
+		fail(m, "next_hard() is sooner than next()");
+	if (hard != UINT64_MAX && hard <= m->w.now)
+		fail(m, "next_hard() is not in the future");
+	if (next != UINT64_MAX && needs_driver(&m->w, next) && hard != next)
+		fail(m, "next_hard() is not the next event, which is the driver's");
+}
+
 static void verify_next(struct model *m)
 {
 	uint64_t next = hwt_wheel_next(&m->w), least = UINT64_MAX;
@@ -152,6 +168,7 @@ static void verify_next(struct model *m)
 		fail(m, "next() is not the earliest expiry though every node is at level 0");
 	if (least != UINT64_MAX && next <= m->w.now)
 		fail(m, "next() is not in the future");
+	verify_next_hard(m, next);
 }
 
 static void op_advance(struct model *m)

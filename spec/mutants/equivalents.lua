@@ -518,4 +518,10 @@ return {
       .. "goes on waiting on its condition and timer:timeout() until the next deadline, and polls the descriptor "
       .. "from the wait after; every callback still runs at its deadline, to cqueues' timeout in place of the "
       .. "worker's wake-up, a difference within the millisecond that no spec on this machine can time" },
+  { file = "lua/hwtimer/text.lua",
+    from = "  if t == \"number\" or t == \"boolean\" or t == \"nil\" then return tostring(v) end",
+    to = "  if t == \"number\" and t == \"boolean\" or t == \"nil\" then return tostring(v) end",
+    reason = "a shortcut: a number or a boolean that skips it goes through pcall(tostring, v) below, which gives "
+      .. "the same string, unless a program has given numbers or booleans a metatable with __tostring "
+      .. "(debug.setmetatable), which nothing here does and the docs do not promise to ignore" },
 }
