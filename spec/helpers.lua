@@ -225,6 +225,25 @@ function helpers.pid()
   return pid
 end
 
+-- The voluntary context switches of process pid's threads other than its
+-- main one (the timers' driver thread, a checkpoint's): how often they woke.
+function helpers.thread_switches(pid)
+  pid = tonumber(pid)
+  local n = 0
+  local p = io.popen("ls /proc/" .. pid .. "/task")
+  for tid in p:read("*a"):gmatch("%d+") do
+    if tonumber(tid) ~= pid then
+      local f = io.open("/proc/" .. pid .. "/task/" .. tid .. "/status")
+      if f then -- (a thread may end between the listing and the read)
+        n = n + tonumber(f:read("*a"):match("\nvoluntary_ctxt_switches:%s*(%d+)") or 0)
+        f:close()
+      end
+    end
+  end
+  p:close()
+  return n
+end
+
 -- The name a type error gives for v: its metatable's __name (5.3 on), else its type.
 function helpers.type_name(v)
   local mt = getmetatable(v)

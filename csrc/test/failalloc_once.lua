@@ -14,7 +14,13 @@ if not loaded then return end -- (the failure hit loading the module: nothing to
 local N = 24
 local runs, accepted, cancelled, handles = {}, {}, {}, {}
 for i = 1, N + 1 do runs[i], accepted[i], cancelled[i], handles[i] = 0, false, false, false end
-local made, timer = pcall(hwtimer.new, { on_error = function() end })
+-- on_error gets the error, the handle and a traceback; a failure that left
+-- no traceback gets one made up ("(no traceback)"), never a nil or the
+-- made-up text in the error's place.
+local reports_bad = false
+local made, timer = pcall(hwtimer.new, { on_error = function(err, t, traceback)
+  if type(traceback) ~= "string" or type(t) ~= "userdata" or err == traceback then reports_bad = true end
+end })
 if not (made and timer) then return end
 
 local function count(_, id) runs[id] = runs[id] + 1 end
@@ -48,6 +54,7 @@ repeat
   local waited = pcall(timer.run, timer, 0.002)
 until (waited and timer:pending() == 0) or rounds > 500
 check(timer:pending() == 0, "timeouts still pending after 500 rounds")
+check(not reports_bad, "on_error was given no traceback, or the traceback in the error's place")
 for i = 1, N do
   if accepted[i] then
     check(runs[i] == (cancelled[i] and 0 or 1), "timeout " .. i .. " ran " .. runs[i] .. " times")

@@ -103,7 +103,8 @@ static void test_start_stop_frees_all(void)
 	passed++;
 }
 
-/* A start that cannot: NULL, why, and nothing kept. */
+/* A start that cannot (a thread refused, no memory, no file): NULL, why,
+ * and nothing kept. */
 static void test_refusals_keep_nothing(void)
 {
 	sqlite3 *db, *mem;
@@ -115,6 +116,11 @@ static void test_refusals_keep_nothing(void)
 	if (hwt_checkpointer_start(db, 8, &err) || !err || strcmp(err, "cannot start the checkpoint's thread"))
 		fail("a refused thread: NULL and why");
 	refuse_threads = 0;
+	err = NULL;
+	fail_alloc_at = 1; /* (the checkpointer's own block: start's first allocation) */
+	if (hwt_checkpointer_start(db, 8, &err) || !err || strcmp(err, "out of memory"))
+		fail("no memory for the checkpointer: NULL and why");
+	fail_alloc_at = 0;
 	sqlite3_close(db);
 	if (blocks_held() != before) {
 		fprintf(stderr, "test_checkpoint: FAIL: a refused thread left %ld blocks\n", blocks_held() - before);

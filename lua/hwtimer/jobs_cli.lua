@@ -14,7 +14,7 @@
 -- Usage errors are found before the store is touched.
 local M = {}
 
-local floor, format, concat = math.floor, string.format, table.concat
+local format, concat = string.format, table.concat
 
 M.USAGE = [[
 usage: hwtimer-jobs (--path FILE | --redis ADDRESS [--prefix P]) [--queue Q] [--json] COMMAND
@@ -61,45 +61,13 @@ local R = require("hwtimer.jobs_cli_redis")
 local bare = R.bare
 local printable, width, json, number = T.printable, T.width, T.json, T.number
 local valid_utf8, base64, unbase64, cut, shell_word = T.valid_utf8, T.base64, T.unbase64, T.cut, T.shell_word
+local iso, span, relative = T.iso, T.span, T.relative
 
 ---------------------------------------------------------------------------
 -- Times
 ---------------------------------------------------------------------------
 
--- An epoch as UTC ISO-8601 with milliseconds, or the number where os.date
--- cannot show it.
-local function iso(t)
-  local s = floor(t)
-  local ok, date = pcall(os.date, "!%Y-%m-%dT%H:%M:%S", s)
-  if not ok or not date then return format("%.3f", t) end
-  return date .. format(".%03dZ", floor((t - s) * 1000))
-end
 
--- A span of seconds in one or two units: "45s", "5m", "1h30m", "2d4h",
--- "0.25s".
-local function span(secs)
-  if secs < 60 then
-    return (secs == floor(secs) and format("%d", secs) or format("%.3g", secs)) .. "s"
-  end
-  local units = { { 86400, "d" }, { 3600, "h" }, { 60, "m" }, { 1, "s" } }
-  secs = floor(secs)
-  for i, u in ipairs(units) do
-    if secs >= u[1] then
-      local n, rest = floor(secs / u[1]), secs % u[1]
-      local next_u = units[i + 1]
-      local small = next_u and floor(rest / next_u[1]) or 0
-      return n .. u[2] .. (small > 0 and small .. next_u[2] or "")
-    end
-  end
-end
-
--- When `t` is from `now`, to the nearest second: "in 5m", "3s ago", "now".
-local function relative(t, now)
-  local d = floor(t - now + 0.5)
-  if d == 0 then return "now" end
-  if d > 0 then return "in " .. span(d) end
-  return span(-d) .. " ago"
-end
 
 ---------------------------------------------------------------------------
 -- The arguments

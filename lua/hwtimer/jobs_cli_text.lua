@@ -1,6 +1,7 @@
 --- hwtimer.jobs_cli_text: how hwtimer-jobs writes strings it did not make
 -- (ids, kinds, payloads, errors, cursors, the words it was given): as text
--- a terminal shows without obeying it, as JSON, as shell words, in base64.
+-- a terminal shows without obeying it, as JSON, as shell words, in base64;
+-- and the times it shows (an ISO date, a span, how long from now).
 -- hwtimer.jobs_cli's alone; no API of its own.
 local M = {}
 
@@ -174,7 +175,47 @@ local function shell_word(s)
   end, function(b) return format("\\x%02X", b) end) .. "'"
 end
 
+---------------------------------------------------------------------------
+-- Times: when a job is due, how long from now
+---------------------------------------------------------------------------
+
+-- An epoch as UTC ISO-8601 with milliseconds, or the number where os.date
+-- cannot show it.
+local function iso(t)
+  local s = floor(t)
+  local ok, date = pcall(os.date, "!%Y-%m-%dT%H:%M:%S", s)
+  if not ok or not date then return format("%.3f", t) end
+  return date .. format(".%03dZ", floor((t - s) * 1000))
+end
+
+-- A span of seconds in one or two units: "45s", "5m", "1h30m", "2d4h",
+-- "0.25s".
+local function span(secs)
+  if secs < 60 then
+    return (secs == floor(secs) and format("%d", secs) or format("%.3g", secs)) .. "s"
+  end
+  local units = { { 86400, "d" }, { 3600, "h" }, { 60, "m" }, { 1, "s" } }
+  secs = floor(secs)
+  for i, u in ipairs(units) do
+    if secs >= u[1] then
+      local n, rest = floor(secs / u[1]), secs % u[1]
+      local next_u = units[i + 1]
+      local small = next_u and floor(rest / next_u[1]) or 0
+      return n .. u[2] .. (small > 0 and small .. next_u[2] or "")
+    end
+  end
+end
+
+-- When `t` is from `now`, to the nearest second: "in 5m", "3s ago", "now".
+local function relative(t, now)
+  local d = floor(t - now + 0.5)
+  if d == 0 then return "now" end
+  if d > 0 then return "in " .. span(d) end
+  return span(-d) .. " ago"
+end
+
 M.valid_utf8, M.map_utf8, M.printable, M.width = valid_utf8, map_utf8, printable, width
+M.iso, M.span, M.relative = iso, span, relative
 M.json, M.number, M.base64, M.unbase64 = json, number, base64, unbase64
 M.plain, M.cut, M.shell_word = plain, cut, shell_word
 

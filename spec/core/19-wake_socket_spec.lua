@@ -3,6 +3,7 @@
 -- Here luasocket's UDP socket plays the host's.
 local hwtimer = require("hwtimer")
 local socket = require("socket")
+local helpers = require("spec.helpers")
 
 -- A host socket paired with `timer`'s wake socket.
 local function paired(timer)
@@ -96,6 +97,24 @@ describe("the wake socket", function()
       until got or hwtimer.now() > t:deadline() + 1
       assert.equal(t, got)
       assert.is_true(hwtimer.now() < t:deadline() + 0.1, "taken more than 0.1 s late")
+    end)
+
+    -- (the driver thread wakes for the wheel's own work alone: a driver that
+    -- woke at each of 200 deadlines 1 ms apart switched 200 times or more)
+    it("takes deadlines 1 ms apart at their times without the driver thread waking for each", function()
+      timer:host_timed()
+      local pid = helpers.pid()
+      local sleep = require("hwtimer_testutil").sleep
+      local before = helpers.thread_switches(pid)
+      for i = 1, 200 do timer:schedule(0.002 + i * 0.001, function() end) end
+      local taken, limit = 0, hwtimer.now() + 5
+      while taken < 200 and hwtimer.now() < limit do
+        sleep(timer:timeout() or 0.01)
+        while timer:take() do taken = taken + 1 end
+      end
+      assert.equal(200, taken)
+      local woke = helpers.thread_switches(pid) - before
+      assert.is_true(woke < 50, woke .. " wake-ups of the driver thread for 200 deadlines 1 ms apart")
     end)
 
     it("gets its datagram at the deadline when it waits armed", function()

@@ -111,6 +111,9 @@ describe("c:next and c:prev in UTC", function()
     assert.same({ 4233729600 }, nexts("0 12 29 2 *", 3981398400, 1))        -- 2096 -> 2104: 2100 is not leap
     assert.same({ 3981355200 }, prevs("0 12 29 2 *", 4228588800, 1))        -- back from 2104 to 2096
     assert.same({ 253402300740 }, nexts("59 23 31 12 *", 253402300000, 1))  -- 9999-12-31 23:59
+    -- December has 31 days: past its last, a December-only job waits for the next December
+    assert.same({ 1733011200, 1733097600 }, nexts("0 0 * 12 *", 1703984400, 2)) -- 2024-12-01, 02
+    assert.same({ 1703980800 }, prevs("0 0 * 12 *", 1704067200, 1))         -- 2023-12-31
   end)
 
   it("the seconds field", function()

@@ -224,6 +224,9 @@ describe("hwtimer.tzif", function()
     -- Nuuk: at -01:00 on the last Sunday of March (Saturday 23:00), back at 00:00 of October's
     assert.same({ "2024-03-30 23:00 -60", "2024-10-27 00:00 -120" },
       changes("<-02>2<-01>,M3.5.0/-1,M10.5.0/0", y2024, y2025))
+    -- the last Sunday of December 2022 is the 25th (its week 5 would be January 1st)
+    local y2022 = 1640995200
+    assert.same({ "2022-03-27 02:00 120", "2022-12-25 03:00 60" }, changes("CET-1CEST,M3.5.0,M12.5.0/3", y2022, y2024 - 366 * 86400))
     -- DST all year: no change at all, the DST offset
     assert.same({}, changes("EST5EDT,0/0,J365/25", y2024, y2024 + 10 * 31556952))
     assert.equal(-4 * 3600, tzif.from_posix("EST5EDT,0/0,J365/25"):offset(y2024))

@@ -393,6 +393,17 @@ return function(env)
         assert.is_true(math.abs(job.due - (now + 3600)) < 1)
         assert.equal(before.runs, job.runs)
         assert.equal(1, q:pending())
+        -- and another, due sooner than the time it replaces: from now too
+        now = env.now()
+        assert(q:every("u", 60, "q", { id = "u", missed = "all" }))
+        job = q:get("u")
+        assert.same({ 60, before.runs }, { job.every, job.runs })
+        assert.is_true(math.abs(job.due - (now + 60)) < 1, "due in " .. job.due - now .. " s")
+        assert.equal(1, q:pending())
+        -- and one that starts in the past: due at its start, as a new one would be, though no run is in flight
+        local start = math.floor(env.now()) - 7200
+        assert(q:every("u", 3600, "q", { id = "u", missed = "all", start = start }))
+        assert.equal(start, q:get("u").due)
       end)
 
       -- A deploy that changes the schedule while its run holds the lease.

@@ -8,6 +8,7 @@
 -- built for LuaJIT is on HWT_NGX_CPATH.
 local N = require("spec.nginx")
 local socket = require("socket")
+local helpers = require("spec.helpers")
 
 local CONF = [[
 @HEAD@
@@ -238,19 +239,7 @@ describe("OpenResty: hwtimer.ngx in a real nginx", function()
   -- thousand health checks spread over 0.5 s twice the CPU of ngx.timer.every)
   it("runs timeouts due 1 ms apart without the driver thread waking for each", function()
     local pid = server.worker_pids()[1]
-    local function driver_switches() -- voluntary context switches of the worker's other threads
-      local n = 0
-      local p = io.popen("ls /proc/" .. pid .. "/task")
-      for tid in p:read("*a"):gmatch("%d+") do
-        if tonumber(tid) ~= pid then
-          local f = assert(io.open("/proc/" .. pid .. "/task/" .. tid .. "/status"))
-          n = n + tonumber(f:read("*a"):match("\nvoluntary_ctxt_switches:%s*(%d+)"))
-          f:close()
-        end
-      end
-      p:close()
-      return n
-    end
+    local function driver_switches() return helpers.thread_switches(pid) end
     local before = driver_switches()
     assert.equal(200, (get(port, "/spaced?n=400")))
     local fired

@@ -41,6 +41,18 @@ http {
         t1:cancel() t2:cancel() t3:cancel()
       }
     }
+    location = /looks {   # a timer's first 4,096 distinct callbacks are looked at, none after
+      content_by_lua_block {
+        local d2 = assert(require("hwtimer.ngx").new())
+        local handles = {}
+        for i = 1, 4095 do handles[i] = d2:schedule(10, function(t) end) end -- (each closure a new function)
+        local refused = not pcall(d2.schedule, d2, 10, function(premature) end)
+        local late = d2:schedule(10, function(premature) end)
+        ngx.say(#handles, " ", refused and "the 4,096th refused" or "the 4,096th accepted", ", ",
+          late and "the 4,097th accepted" or "the 4,097th refused")
+        d2:close()
+      }
+    }
     location = /port {   # ngx.timer's convention: at once, every until cancelled
       content_by_lua_block {
         local timer, seen = package.loaded.d:ngx_timer(), package.loaded.seen
@@ -200,6 +212,12 @@ describe("hwtimer.ngx: code ported from ngx.timer", function()
     assert.equal(expected("every", "every"), lines[2]:match(":%d+: (.*)$"))
     assert.equal(expected("every", "every"), lines[3]:match(":%d+: (.*)$"))
     assert.equal("others accepted", lines[4])
+  end)
+
+  it("looks at a timer's first 4,096 distinct callbacks, and at none after them", function()
+    local status, body = N.get(port, "/looks")
+    assert.equal(200, status, body)
+    assert.equal("4095 the 4,096th refused, the 4,097th accepted\n", body)
   end)
 
   it("d:ngx_timer(): at and every call fn(premature, ...) as ngx.timer does; the handle cancels", function()

@@ -258,10 +258,10 @@ end
 local function run_cover(v, specs)
   local ok, failed, out = true, "", ""
   for _, spec in ipairs(specs) do
-    if spec == "test-c" then
-      out = dir .. "/test-c.log"
-      ok = C.sh(string.format("cd %s && timeout %d make -s test-c >%s 2>&1", C.q(dir), LIMIT, C.q(out)))
-      failed, out = "make test-c", C.read(out)
+    if spec == "test-c" or spec == "check-failalloc" then
+      out = dir .. "/" .. spec .. ".log"
+      ok = C.sh(string.format("cd %s && timeout %d make -s %s >%s 2>&1", C.q(dir), LIMIT, spec, C.q(out)))
+      failed, out = "make " .. spec, C.read(out)
     else -- ("FILE#PART": only the tests of FILE whose names hold PART)
       local file, part = spec:match("^([^#]+)#(.+)$")
       ok, failed, out = C.run_specs(dir, v, { file or spec }, LIMIT, part and { part }, FILTER_OUT)

@@ -285,6 +285,27 @@ describe("hwtimer-jobs and hostile bytes", function()
   end)
 end)
 
+-- How the CLI writes times (hwtimer.jobs_cli_text), at instants no run can
+-- pin: a store's clock moves on while the CLI reads it.
+describe("hwtimer-jobs' times", function()
+  local T = require("hwtimer.jobs_cli_text")
+
+  it("tells how far a time is from now to the nearest second, half a second up", function()
+    local now = 1000
+    assert.same({ "now", "now", "in 1s", "1s ago", "now", "5s ago", "4s ago", "in 1m", "in 1h", "in 1h1m", "3m20s ago" },
+      { T.relative(now + 0.4, now), T.relative(now, now), T.relative(now + 0.5, now), T.relative(now - 0.6, now),
+        T.relative(now - 0.5, now), T.relative(now - 5.2, now), T.relative(now - 3.6, now), T.relative(now + 59.7, now),
+        T.relative(now + 3600.2, now), T.relative(now + 3659.5, now), T.relative(now - 200, now) })
+  end)
+
+  it("writes a span in one or two units, and a due time as UTC ISO-8601 with milliseconds", function()
+    assert.same({ "45s", "0.25s", "5m", "1h30m", "2d4h", "1d", "59m59s" },
+      { T.span(45), T.span(0.25), T.span(300), T.span(5400), T.span(187200), T.span(86400 + 59), T.span(3599) })
+    assert.equal("2001-09-09T01:46:40.250Z", T.iso(1e9 + 0.25))
+    assert.equal("1970-01-01T00:00:00.000Z", T.iso(0))
+  end)
+end)
+
 -- The CLI's JSON writer itself (hwtimer.jobs_cli_text), on values no store
 -- gives: what --json output is made of, and what it refuses.
 describe("hwtimer-jobs' JSON encoder", function()
