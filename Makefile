@@ -149,6 +149,12 @@ $(CBUILD)/test_worker: csrc/test/test_worker.c csrc/test/held_mutexes.h csrc/tes
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(CFLAGS) -o $@ csrc/test/test_worker.c $(CORE_SRC) $(LDLIBS)
 
+# The same with the driver's waits on the wall clock, as systems without
+# pthread_condattr_setclock (macOS) make them.
+$(CBUILD)/test_worker_realtime: csrc/test/test_worker.c csrc/test/held_mutexes.h csrc/test/count_blocks.h $(CORE_SRC) $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(WARN) $(CFLAGS) -DHWT_CV_REALTIME -o $@ csrc/test/test_worker.c $(CORE_SRC) $(LDLIBS)
+
 # The same with the pipe that systems without eventfd get.
 $(CBUILD)/test_worker_pipe: csrc/test/test_worker.c csrc/test/held_mutexes.h csrc/test/count_blocks.h $(CORE_SRC) $(HDR)
 	@mkdir -p $(dir $@)
@@ -222,11 +228,12 @@ test-all:
 	  echo "== specs on $$v: $$(( $$(date +%s) - s )) s"; done
 
 test-c: $(CBUILD)/test_wheel $(CBUILD)/test_wheel_ubsan $(CBUILD)/test_worker $(CBUILD)/test_worker_pipe \
-        $(CBUILD)/test_checkpoint
+        $(CBUILD)/test_worker_realtime $(CBUILD)/test_checkpoint
 	$(CBUILD)/test_wheel
 	$(CBUILD)/test_wheel_ubsan
 	$(CBUILD)/test_worker
 	$(CBUILD)/test_worker_pipe
+	$(CBUILD)/test_worker_realtime
 	$(CBUILD)/test_checkpoint
 
 # SPECS: some spec files only (default: all); BUSTED_FLAGS: e.g. --no-keep-going.
@@ -368,14 +375,14 @@ build/asan/hwtimer/sqlite.so build/tsan/hwtimer/sqlite.so: $(SQLITE_SRC) csrc/du
 	@mkdir -p $(dir $@)
 	$(CC) $(WARN) $(SAN_FLAGS) $(SAN_FOR) -fPIC -shared -I$(LUA_INCDIR) -o $@ $(SQLITE_SRC) -lsqlite3 -lpthread
 
-# The whole suite on an ASan + UBSan build, the stress spec at 1,000,000 timeouts;
+# The whole suite (or SPECS, with BUSTED_FLAGS) on an ASan + UBSan build, the stress spec at 1,000,000 timeouts;
 # HWT_SLOW=3: ASan slows the process ~2-3x, and the specs that wait on the
 # clock stretch their times by it (as under valgrind's 20): spec 06's 2,000
 # connects outlasted its 0.3 s under ASan in a CI run of 2026-11-27.
 check-asan: build/asan/hwtimer/core.so build/asan/hwtimer/sqlite.so $(TESTUTIL) $(FAILTHREAD) compat
 	ASAN_OPTIONS=detect_leaks=0 HWT_STRESS_N=1000000 HWT_SLOW=3 $(SAN_RUN) LUA_CPATH='build/asan/?.so;$(BUILD)/test/?.so;;' \
 	  spec/run.sh -t 600 env LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
-	  $(LUA) /usr/bin/busted
+	  $(LUA) /usr/bin/busted $(BUSTED_FLAGS) $(if $(SPECS),-- $(SPECS))
 
 # A TSan build under schedule/cancel storms while the worker expires at a 1 ms
 # tick, and the SQLite store's checkpoint thread under back-to-back commits
@@ -390,11 +397,12 @@ check-tsan: build/tsan/hwtimer/core.so build/tsan/hwtimer/sqlite.so $(TESTUTIL) 
 	  spec/run.sh -t 600 env LD_PRELOAD="$$($(CC) -print-file-name=libtsan.so)" $(LUA) /usr/bin/busted -- \
 	  spec/durable/02-sqlite_module_spec.lua
 
-# The whole suite under valgrind memcheck with a collector that never rests:
+# The whole suite (or SPECS, with BUSTED_FLAGS) under valgrind memcheck with a collector that never rests:
 # no error, no definitely lost block.
 check-valgrind: $(MODULE) $(TESTUTIL) $(FAILTHREAD) compat
 	HWT_SLOW=20 $(RUN_ENV) spec/run.sh -t 1200 valgrind -q --fair-sched=yes --error-exitcode=9 --leak-check=full \
-	  --errors-for-leak-kinds=definite $(LUA) /usr/bin/busted --helper=spec/helpers_gc_aggressive.lua
+	  --errors-for-leak-kinds=definite $(LUA) /usr/bin/busted --helper=spec/helpers_gc_aggressive.lua $(BUSTED_FLAGS) \
+	  $(if $(SPECS),-- $(SPECS))
 
 # ---- demo, bench, install -----------------------------------------------------------
 

@@ -190,13 +190,15 @@ return function(env)
     end)
 
     it("leave a job that another process took meanwhile to it", function()
-      local _, ran = run_batch(function(job)
+      local q, ran = run_batch(function(job)
         if job.id == "j1" then env.take("j6") end
       end)
       assert.is_true(env.wait(function() return #ran == 7 end, 10 * SLOW), table.concat(ran, " "))
       env.wait(function() return false end, 0.1 * SLOW)
       assert.same({ "j1", "j2", "j3", "j4", "j5", "j7", "j8" }, ran)
       assert.equal("other", env.holder("j6"))
+      -- (and hold it no more: a renewal that found it taken let it go)
+      assert.same({ held = 0, running = 0 }, { held = q:stats().held, running = q:stats().running })
     end)
   end)
 end

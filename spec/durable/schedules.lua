@@ -435,6 +435,20 @@ return function(env)
         end)
       end
 
+      -- (its next time from the start's calendar: the first after now, however far back the start)
+      it("starts a schedule deployed over its run in flight at its first time after now, from a start long past",
+        function()
+        local q = open()
+        local start = math.floor(env.now()) - 95
+        local runs = recorder(q, "v", function(_, list)
+          if #list == 1 then assert.equal("v", q:every("v", 20, "q", { id = "v", start = start, missed = "all" })) end
+        end)
+        assert(q:every("v", 10, "p", { id = "v", start = start, missed = "once" })) -- (its first time, the start, is past)
+        assert.is_true(env.wait(function() return #runs == 1 end, 5 * SLOW))
+        assert.is_true(env.wait(function() local j = q:get("v") return j and not j.leased end))
+        assert.same({ 20, start + 100 }, { q:get("v").every, q:get("v").due }) -- (95 s in: the 6th time, 100 s)
+      end)
+
       it("never runs a calendar time twice while the same schedule is deployed again and again", function()
         local q = open()
         local function deploy() assert(q:every("u", "*/1 * * * * *", "p", { id = "u", tz = "Europe/Berlin" })) end

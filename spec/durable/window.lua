@@ -32,12 +32,28 @@ return function(env)
       assert.is_true(env.wait(function() return #ran >= 250 end, 10 * SLOW), #ran .. " of 250 ran")
       env.wait(function() return false end, 0.05)
       assert.equal(250, #ran)
+      -- (each job leaves the window as its time fires: nothing is kept of those that ran)
+      assert.matches(", 0 in the window%)$", tostring(q))
       local seen = {}
       for _, r in ipairs(ran) do
         assert.is_nil(seen[r.id], "ran twice")
         seen[r.id] = true
         assert.is_true(r.late >= 0, "early by " .. -r.late)
       end
+    end)
+
+    -- A time that fires leaves the window even when the pass it starts finds
+    -- nothing to claim (another process cancelled or took the job): the
+    -- window holds what is still to come, nothing of what has passed.
+    it("forgets a job's time once it fires, though another process cancelled the job meanwhile", function()
+      local q = assert(env.open({ window = 60, sweep = 60, poll = 60 }))
+      local other = assert(env.open({ window = 60, sweep = 60, poll = 60 }))
+      assert(q:schedule("k", 0.2 * SLOW, nil, { id = "gone" }))
+      assert.matches(", 1 in the window%)$", tostring(q))
+      assert.is_true(other:cancel("gone"))
+      assert.matches(", 1 in the window%)$", tostring(q)) -- (q cannot know yet)
+      env.wait(function() return false end, 0.4 * SLOW)
+      assert.matches(", 0 in the window%)$", tostring(q))
     end)
 
     -- Each refill reads the store from where the last one ended (a hair

@@ -151,6 +151,19 @@ http {
         ngx.say("ok")
       }
     }
+    location = /park_full {   # the small timer's 2 runners busy for 0.5 s, and 5 timeouts far ahead
+      content_by_lua_block {
+        local small = package.loaded.small
+        for _ = 1, 2 do small:schedule(0, function() ngx.sleep(0.5) end) end
+        for i = 1, 5 do
+          small:schedule(3600, function(t, id)
+            ngx.log(ngx.WARN, "small at exit ", id, " state=", t:state())
+          end, i)
+        end
+        ngx.sleep(0.05) -- (both runners under way)
+        ngx.say("parked")
+      }
+    }
     location = /park {   # n timeouts far ahead, each logging if it runs at exit
       content_by_lua_block {
         local n = tonumber(ngx.var.arg_n)
@@ -570,6 +583,7 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     ngx_ = nil
     start(1000)
     assert.equal(200, (N.get(port, "/park?n=100000")))
+    assert.equal(200, (N.get(port, "/park_full")))
     local status, body = N.get(port, "/exitfns")
     assert.equal(200, status)
     assert.matches("^true false false [^\n]*bad argument #1 to 'at_exit' %(function expected, got number%)", body)
@@ -591,6 +605,11 @@ describe("OpenResty: callbacks that do I/O (hwtimer.ngx)", function()
     assert.is_true(took < 4, "quit took " .. took .. " s")
     assert.matches("premature run 1 exiting=true state=cancelled", log, 1, true)
     assert.matches("99000 pending timeouts dropped", log, 1, true)
+    -- a timer at max_runners, its runners busy at the quit: its pending ones wait for a runner, and each runs once
+    for i = 1, 5 do
+      local _, times = log:gsub("small at exit " .. i .. " state=cancelled", "")
+      assert.equal(1, times, "small's timeout " .. i .. " at exit: " .. log)
+    end
     assert.is_nil(log:find("exited on signal", 1, true), log)
     -- the exit functions ran though exit_max dropped most timeouts: in
     -- order, the one that waits holding back none, with their arguments
