@@ -489,7 +489,8 @@ static void host_timed_leaves_level0_to_the_host(void)
 }
 
 /* A worker whose wheel cannot be allocated (each of init's allocations
- * refused in turn): init says ENOMEM and keeps nothing. */
+ * refused in turn): init says ENOMEM and keeps nothing; one that could be
+ * made gives back every block at destroy. */
 static void init_out_of_memory(void)
 {
 	struct hwt_worker w;
@@ -501,6 +502,7 @@ static void init_out_of_memory(void)
 		fail_alloc_at = 0;
 		if (err == 0) { /* past init's allocations: it needs fewer than `at` */
 			hwt_worker_destroy(&w);
+			expect(blocks_held() == before, "a worker destroyed kept blocks");
 			expect(at > 1, "init said 0 with its first allocation refused");
 			break;
 		}
