@@ -62,6 +62,18 @@ http {
       }
     }
     location = /spaced_fired { content_by_lua_block { ngx.say(package.loaded.hwt_spaced.fired) } }
+    location = /burst {   # n counting callbacks due at one instant: how many ran, and the handovers meanwhile
+      content_by_lua_block {
+        local sp, n = package.loaded.hwt_spaced, tonumber(ngx.var.arg_n)
+        local ran, before = 0, sp.d:stats().handovers
+        for _ = 1, n do assert(sp.d:schedule(0.05, function() ran = ran + 1 end)) end
+        for _ = 1, 200 do
+          if ran == n then break end
+          ngx.sleep(0.01)
+        end
+        ngx.say(ran, " ", sp.d:stats().handovers - before)
+      }
+    }
     location = /every {   # the table form of every, through the dispatcher
       content_by_lua_block {
         local st = package.loaded.hwt_state
@@ -251,6 +263,16 @@ describe("OpenResty: hwtimer.ngx in a real nginx", function()
     assert.equal(400, fired)
     local woke = driver_switches() - before
     assert.is_true(woke < 100, woke .. " wake-ups of the driver thread for 400 deadlines 1 ms apart")
+  end)
+
+  -- (a runner reads the clock every 32nd callback and ends its slice after
+  -- `slice`, 2 ms: 2,000 callbacks that only count take about that long)
+  it("runs a burst of 2,000 quick callbacks in a few slices, not one each 32", function()
+    local status, body = get(port, "/burst?n=2000")
+    assert.equal(200, status, body)
+    local ran, handovers = body:match("^(%d+) (%d+)\n$")
+    assert.equal(2000, tonumber(ran), body)
+    assert.is_true(tonumber(handovers) <= 10, handovers .. " handovers for 2,000 callbacks due at once")
   end)
 
   it("logs nothing while the timers wait on their wake sockets with nothing due", function()
