@@ -150,6 +150,22 @@ describe("hwtimer.durable.sqlite_wake: wake-ups from another process's writes", 
     w:close()
   end)
 
+  -- (a daemon that closed its stdin gets descriptor 0 for the next one it opens)
+  it("watches on descriptor 0 too, in a process whose stdin is closed", function()
+    local out, ok = require("spec.helpers").run_lua(([[
+      local sqlite = require("hwtimer.sqlite")
+      local w = assert(sqlite.watch(%q))
+      print("fd", w:getfd())
+      local db = assert(sqlite.open(%q))
+      assert(db:exec("CREATE TABLE IF NOT EXISTS t0 (a)"))
+      db:close()
+      print("writes seen", w:drain() > 0)
+      w:close()
+    ]]):format(path, path), "0<&-")
+    assert.is_true(ok, out)
+    assert.matches("fd\t0\nwrites seen\ttrue\n", out)
+  end)
+
   it("takes a write of the file or its -wal only, and says why it cannot listen", function()
     local w = assert(sqlite.watch(path))
     assert.equal(0, w:drain())

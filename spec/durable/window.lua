@@ -42,6 +42,22 @@ return function(env)
       end
     end)
 
+    -- A job scheduled due now goes to the next pass, whatever the store
+    -- stamped it with: Redis stamps by the server's clock, which may read
+    -- ahead of the queue's (here made to read 50 ms behind the store).
+    it("sends a job scheduled with no delay to the next pass, not into the window, though its stamp is ahead", function()
+      local q = assert(env.open({ window = 60, sweep = 60, poll = 60 }))
+      env.wait(function() return false end, 0.02) -- (the open's own pass)
+      local engine = require("hwtimer.durable").engine(q)
+      local now = engine.now
+      engine.now = function(e) return now(e) - 0.05 end
+      assert(q:schedule("k", 0))
+      assert.matches(", 0 in the window%)$", tostring(q))
+      assert(q:schedule("k", 0.5)) -- (one ahead is held)
+      assert.matches(", 1 in the window%)$", tostring(q))
+      engine.now = nil
+    end)
+
     -- A time that fires leaves the window even when the pass it starts finds
     -- nothing to claim (another process cancelled or took the job): the
     -- window holds what is still to come, nothing of what has passed.
