@@ -20,6 +20,24 @@ describe("hwtimer.durable.ids", function()
     end
   end)
 
+  -- (2^24 ids in one millisecond: seconds of Lua, so in the plain runs only)
+  it("keeps 26 digits and the order past 2^24 ids in one millisecond: the count wraps, the millisecond moves on",
+    function()
+    if os.getenv("HWT_SLOW") or os.getenv("HWT_QUICK") then
+      return pending("2^24 ids: in the plain runs of each Lua")
+    end
+    local gen = ids.generator(clock({ 1000 }))
+    local prev
+    for _ = 1, 2 ^ 24 - 2 do prev = gen() end
+    for _ = 1, 4 do -- the last two of the count, then the first two after it wrapped
+      local id = gen()
+      assert.equal(26, #id, id)
+      assert.is_true(id > prev, id .. " after " .. prev)
+      prev = id
+    end
+    assert.equal("0000000f4241", prev:sub(1, 12)) -- (the millisecond after the clock's 1000 s)
+  end)
+
   it("gives two generators different tags", function()
     local a, b = ids.generator(clock({ 0 }))(), ids.generator(clock({ 0 }))()
     assert.are_not.equal(a:sub(13, 20), b:sub(13, 20))
