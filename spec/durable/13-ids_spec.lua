@@ -41,6 +41,10 @@ describe("hwtimer.durable.ids", function()
   it("gives two generators different tags", function()
     local a, b = ids.generator(clock({ 0 }))(), ids.generator(clock({ 0 }))()
     assert.are_not.equal(a:sub(13, 20), b:sub(13, 20))
+    -- of 32 random bits each: 8 tags whose first byte is 0 would come once in 2^64
+    local high = {}
+    for i = 1, 8 do high[i] = ids.generator(clock({ 0 }))():sub(13, 14) end
+    assert.is_true(table.concat(high) ~= ("00"):rep(8), "every tag's first byte 0")
   end)
 
   -- (the fallback below seeds math.random: where the kernel gives the
