@@ -48,6 +48,15 @@ int pthread_create(pthread_t *t, const pthread_attr_t *a, void *(*fn)(void *), v
 	return real(t, a, fn, arg);
 }
 
+int pthread_condattr_init(pthread_condattr_t *a)
+{
+	int (*real)(pthread_condattr_t *);
+	if (left_for("pthread_condattr_init"))
+		return failure();
+	*(void **)&real = dlsym(RTLD_NEXT, "pthread_condattr_init");
+	return real(a);
+}
+
 int pthread_cond_init(pthread_cond_t *c, const pthread_condattr_t *a)
 {
 	int (*real)(pthread_cond_t *, const pthread_condattr_t *);

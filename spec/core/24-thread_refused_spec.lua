@@ -65,13 +65,16 @@ describe("a thread the system refuses", function()
     assert.matches("second ran a timeout:\ttrue", out, 1, true)
   end)
 
-  it("makes hwtimer.new() give nil, message when the thread's condition variable cannot be made", function()
-    local out, ok = run_failing("pthread_cond_init", 1, NEW_TWICE)
-    assert.is_true(ok, out)
-    assert.matches("first:\tnil\thwtimer: cannot start timer: Resource temporarily unavailable", out, 1, true)
-    assert.matches("descriptors the refused timer left open:\t0\n", out, 1, true) -- (its pipe closed)
-    assert.matches("second ran a timeout:\ttrue", out, 1, true)
-  end)
+  for _, call in ipairs({ "pthread_cond_init", "pthread_condattr_init" }) do
+    it("makes hwtimer.new() give nil, message when the thread's condition variable cannot be made (" .. call .. ")",
+      function()
+      local out, ok = run_failing(call, 1, NEW_TWICE)
+      assert.is_true(ok, out)
+      assert.matches("first:\tnil\thwtimer: cannot start timer: Resource temporarily unavailable", out, 1, true)
+      assert.matches("descriptors the refused timer left open:\t0\n", out, 1, true) -- (its pipe closed)
+      assert.matches("second ran a timeout:\ttrue", out, 1, true)
+    end)
+  end
 
   it("leaves a SQLite store to checkpoint inline when its checkpoint thread cannot start", function()
     if not helpers.optional("hwtimer.sqlite") then return pending("hwtimer.sqlite is not built") end

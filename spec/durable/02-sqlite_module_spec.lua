@@ -219,6 +219,39 @@ describe("hwtimer.sqlite", function()
     db:close()
   end)
 
+  -- A WAL that cannot start over (a reader holds it) asks for the next
+  -- round once it has grown by half the mark since the last one: at
+  -- exactly that many frames, not one more.
+  it("asks for another round when a WAL a reader holds has grown half the mark since the last", function()
+    local sleep = require("hwtimer_testutil").sleep
+    local MARK = 20
+    local db = assert(sqlite.open(path))
+    assert.equal("wal", (db:prepare("PRAGMA journal_mode=WAL"):first()))
+    assert(db:exec("CREATE TABLE t (k INTEGER PRIMARY KEY, v INTEGER); INSERT INTO t VALUES (1, 0)"))
+    assert(db:prepare("PRAGMA wal_checkpoint(TRUNCATE)"):first())
+    assert.is_true(db:checkpoint_in_background(MARK))
+    local up = assert(db:prepare("UPDATE t SET v = v + 1"))
+    assert.equal(1, (up:run())) -- (the WAL's first frame, before the reader)
+    local reader = assert(sqlite.open(path))
+    assert(reader:exec("BEGIN"))
+    assert.equal(1, (reader:prepare("SELECT v FROM t"):first()))
+    local SLOW = tonumber(os.getenv("HWT_SLOW")) or 1
+    local function rounds_when(n, secs)
+      local deadline = hwtimer.now() + (secs or 2) * SLOW
+      while db:checkpoints() < n and hwtimer.now() < deadline do sleep(0.002) end
+      return (db:checkpoints())
+    end
+    for _ = 2, MARK do assert.equal(1, (up:run())) end -- the WAL at the mark: a round
+    assert.equal(1, rounds_when(1))
+    for _ = 1, MARK / 2 - 1 do assert.equal(1, (up:run())) end
+    assert.equal(1, rounds_when(2, 0.3), "a round before the WAL grew half the mark") -- (none comes)
+    assert.equal(1, (up:run())) -- half the mark since the round's: the next one
+    assert.equal(2, rounds_when(2), "no round once the WAL grew half the mark since the last")
+    assert(reader:exec("COMMIT"))
+    reader:close()
+    db:close()
+  end)
+
   -- A commit that takes a short WAL past the bound (16 marks) at once asks
   -- the thread for a round; only one that finds the WAL past it again with a
   -- round done or due checkpoints inline.
