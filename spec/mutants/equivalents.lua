@@ -601,4 +601,9 @@ return {
     reason = "not shown equivalent, not observable: once a pass was asked for during a claim (only a claim "
       .. "that yields, on a cosocket), every pass that claims rows asks for one more, which finds nothing due "
       .. "by the probe (one cheap read) and stops; no job runs sooner, later or twice" },
+  { file = "csrc/ldispatch.c",
+    from = "\tlua_Number secs = limited ? lhwt_check_finite(L, 2) : 0;",
+    to = "\tlua_Number secs = limited ? lhwt_check_finite(L, 2) : 1;",
+    reason = "secs for a run without a limit: `end` and `left` are made from it, and read only where limited "
+      .. "(the loop's break, sleep_ns and idle_ns each test limited first)" },
 }
