@@ -62,6 +62,18 @@ describe("timer:wakeup", function()
     end
   end)
 
+  -- (the first timeout() takes the one due at once into the timer's own
+  -- list; the second says 0 from there)
+  it("is not called after timeout() said 0 again for a timeout not yet run", function()
+    timer:wakeup(function() woken = woken + 1 end)
+    timer:schedule(0, nop)
+    assert.are.equal(0, timer:timeout())
+    assert.are.equal(0, timer:timeout())
+    timer:schedule(0, nop)
+    timer:schedule(0.001, nop)
+    assert.are.equal(0, woken)
+  end)
+
   it("is called once for a reset that brings a timeout before the planned wake-up", function()
     local t = timer:schedule(10, nop)
     timer:wakeup(function() woken = woken + 1 end)

@@ -92,7 +92,7 @@ http {
       content_by_lua_block {
         local new = require("hwtimer.ngx").new
         local cases = {
-          { { max_runners = -1 } }, { { max_runners = 2.5 } }, { "x" },
+          { { max_runners = -1 } }, { { max_runners = 2.5 } }, { { max_runners = 1 } }, { "x" },
           { nil, 0 }, { { slice = 0 / 0 } }, { { ticks = 1 } }, { { wake_socket = 1 } },
         }
         -- the defaults docs/hosts.md gives
@@ -104,6 +104,7 @@ http {
           local ok, err = pcall(function() local d2 = new(c[1], c[2]) return d2 end) -- (the error names this line)
           local at = tostring(err):match("^content_by_lua%(nginx%.conf:%d+%):%d+: ") and "" or "(not the caller's line) "
           ngx.say(ok and "accepted" or at .. (tostring(err):gsub("^[^\n]-:%d+: ", "")))
+          if ok then err:close() end
         end
       }
     }
@@ -223,6 +224,7 @@ describe("OpenResty: hwtimer.ngx in a real nginx", function()
       "defaults: 1000 0.002 1 10000 1 true " .. tostring(math.huge),
       "bad argument #1 to 'new' (option 'max_runners': positive integer expected)",
       "bad argument #1 to 'new' (option 'max_runners': positive integer expected)",
+      "accepted", -- (max_runners = 1: one callback in progress at a time)
       "bad argument #1 to 'new' (table expected, got string)",
       "bad argument #2 to 'new' (positive number of seconds expected)",
       "bad argument #1 to 'new' (option 'slice': non-negative number expected)",

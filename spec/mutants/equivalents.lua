@@ -606,4 +606,11 @@ return {
     to = "\tlua_Number secs = limited ? lhwt_check_finite(L, 2) : 1;",
     reason = "secs for a run without a limit: `end` and `left` are made from it, and read only where limited "
       .. "(the loop's break, sleep_ns and idle_ns each test limited first)" },
+  { file = "csrc/wheel.c",
+    from = "\treturn low < up ? low : up;", to = "\treturn low <= up ? low : up;",
+    reason = "where low == up both branches return the same tick" },
+  { file = "csrc/wheel.c",
+    from = "\tif (n->slot < HWT_SLOT_DUE && !is_due(w, n) && expires > w->now && !is_job_source(w, n->slot) &&",
+    to = "\tif (n->slot <= HWT_SLOT_DUE && !is_due(w, n) && expires > w->now && !is_job_source(w, n->slot) &&",
+    reason = "a node whose slot is HWT_SLOT_DUE is due (is_due's first test), so !is_due fails for it either way" },
 }
