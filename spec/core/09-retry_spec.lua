@@ -94,6 +94,16 @@ describe("hwtimer.retry ends in a final state", function()
     assert.same({}, timer_errors)
   end)
 
+  -- (the count of a settled retry on a timer its fn stopped: not an error)
+  for _, how in ipairs({ "stop", "close" }) do
+    it("when fn " .. how .. "s its own timer and succeeds: succeeded, not raised", function()
+      local r = hwtimer.retry(timer, function() timer[how](timer) return true end)
+      timer:dispatch()
+      assert.equal("succeeded", (r:state()))
+      assert.same({}, timer_errors)
+    end)
+  end
+
   it("when fn stops the timer before its first attempt ran (stop from outside)", function()
     local r = hwtimer.retry(timer, fail)
     timer:stop()
