@@ -82,6 +82,11 @@ http {
     } }
     # get's refusals of its wait, one a line; then what a get of the queue
     # whose setup raises says, waiting up to 0.3 s
+    # a get of the queue that never opens, up to 10 s
+    location = /setup_wait { content_by_lua_block {
+      local q, err = require("hwtimer.durable.ngx").get("setup", 10)
+      ngx.say(q and "open" or err)
+    } }
     location = /get_args { content_by_lua_block {
       local get = require("hwtimer.durable.ngx").get
       for _, wait in ipairs({ -1, 0 / 0, "1", true }) do -- (of a queue not open: an open one is returned at once)
@@ -664,5 +669,28 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
     assert.same(workers, nginx.worker_pids())
     assert.is_nil(log:find("exited on signal", 1, true), log)
     assert.is_nil(log:find("[alert]", 1, true), log)
+  end)
+
+  -- (the queue 'setup' never opens: its setup raises at every try)
+  it("tells each request waiting for a queue that has not opened that the worker is exiting, at nginx -s quit",
+    function()
+    local waiting = {}
+    for i = 1, 2 do
+      waiting[i] = assert(socket.connect("127.0.0.1", port))
+      waiting[i]:settimeout(15)
+      assert(waiting[i]:send("GET /setup_wait HTTP/1.0\r\nHost: x\r\n\r\n"))
+    end
+    socket.sleep(0.3) -- (both in get())
+    local master = nginx.master_pid()
+    assert.is_true(nginx.signal("quit"))
+    for _, c in ipairs(waiting) do
+      local reply = assert(c:receive("*a"))
+      c:close()
+      assert.equal("hwtimer.durable.ngx: queue 'setup' is not open yet in this worker (the worker is exiting)",
+        reply:match("\r\n\r\n([^\n]*)"), reply)
+    end
+    assert.is_nil(N.wait_gone({ master }, 10), "nginx did not quit")
+    nginx.stop()
+    start() -- (a fresh one for what follows)
   end)
 end)
