@@ -362,6 +362,45 @@ describe("q:wake() in a plain Lua process", function()
     timer:close()
   end)
 
+  -- (the message names the kind, so that only the processes that handle it
+  -- poll; "" wakes every one)
+  it("publishes a batch's jobs due now under their kind, one kind however many payloads", function()
+    local timer = hwtimer.new()
+    local q = assert(durable.open(timer, { redis = function() return redis.connect("127.0.0.1", server.port) end,
+      prefix = "kinds", poll = POLL }))
+    local channel = durable.engine(q):wake_channel()
+    local sub = socket.tcp()
+    sub:settimeout(2)
+    assert(sub:connect("127.0.0.1", server.port))
+    assert(sub:send("*2\r\n$9\r\nSUBSCRIBE\r\n$" .. #channel .. "\r\n" .. channel .. "\r\n"))
+    for _ = 1, 6 do assert(sub:receive("*l")) end -- (*3, subscribe, the channel, :1)
+    local function message() -- *3, message, the channel, then the payload
+      local lines = {}
+      for i = 1, 7 do lines[i] = assert(sub:receive("*l")) end
+      return lines[7]
+    end
+    assert(q:batch(function(b)
+      assert(b:schedule("elsewhere", 0, "one"))
+      assert(b:schedule("elsewhere", 0, "two"))
+    end))
+    assert.equal("elsewhere", message())
+    assert(q:batch(function(b)
+      assert(b:schedule("elsewhere", 0, "one"))
+      assert(b:schedule("another", 0, "one"))
+    end))
+    assert.equal("", message())
+    -- and the same through add_many (nginx's batch of the schedules of requests waiting at once):
+    -- put's tables, { id, kind, payload, delay (us), relative, every, seconds until due }
+    local engine = durable.engine(q)
+    assert(engine:add_many({ { "m1", "elsewhere", "one", 0, true, 0, 0 }, { "m2", "elsewhere", "two", 0, true, 0, 0 } }))
+    assert.equal("elsewhere", message())
+    assert(engine:add_many({ { "m3", "elsewhere", "one", 0, true, 0, 0 }, { "m4", "another", "one", 0, true, 0, 0 } }))
+    assert.equal("", message())
+    sub:close()
+    q:close()
+    timer:close()
+  end)
+
   it("publishes a wake-up for a job q:run_now makes due, however short the poll", function()
     local timer = hwtimer.new()
     local q = assert(durable.open(timer, { redis = function() return redis.connect("127.0.0.1", server.port) end,

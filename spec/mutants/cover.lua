@@ -49,8 +49,10 @@ local COVER = {
   ["lua/hwtimer/durable/sqlite.lua"] = { SQLITE[1], SQLITE[2],
     "spec/tools/01-jobs_cli_spec.lua#neither makes a store in an empty file nor upgrades one of format 1" },
   ["csrc/durable/checkpoint.c"] = { "test-c", "spec/core/24-thread_refused_spec.lua", SQLITE[1], SQLITE[2] },
-  -- (Redis stamps a job due now by the server's clock, which may read ahead of the queue's: 03 tells)
-  ["lua/hwtimer/durable.lua"] = { SQLITE[1], SQLITE[2], "spec/durable/03-redis_spec.lua#the window" },
+  -- (Redis stamps a job due now by the server's clock, which may read ahead of the queue's: 03 tells;
+  -- store_up decides when a wake-up listener connects again: 11 tells)
+  ["lua/hwtimer/durable.lua"] = { SQLITE[1], SQLITE[2], "spec/durable/03-redis_spec.lua#the window",
+    "spec/durable/11-redis_wake_spec.lua#plain Lua process listens" },
   ["lua/hwtimer.lua"] = { "spec/core/01-module_spec.lua", "spec/core/02-schedule_spec.lua" },
   ["lua/hwtimer/check.lua"] = { "spec/core/09-retry_spec.lua", "spec/core/11-badinput_spec.lua" },
   ["lua/hwtimer/copas.lua"] = { lua = "5.2", "spec/hosts/08-copas_punctual_spec.lua", "spec/hosts/01-loops_spec.lua",

@@ -236,7 +236,10 @@ function Engine:put(id, kind, payload, when, relative, every, fresh, sched)
   local job = job_put(id, kind, payload, when_us(when), relative, every and us(every) or "0", fresh, sched_put(sched))
   if self.batch then
     self.batch[#self.batch + 1] = job
-    if wakes(self, kind, within) then self.batch_wake = kind end
+    -- (one PUBLISH at the commit: the kind, or "" where jobs of several call for one, as wake_jobs)
+    if wakes(self, kind, within) then
+      self.batch_wake = (self.batch_wake == nil or self.batch_wake == kind) and kind or ""
+    end
     return true
   end
   local res, err = self:run("put", job)
