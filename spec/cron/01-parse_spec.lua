@@ -148,6 +148,9 @@ describe("cron.parse: bad arguments", function()
     assert.same({ nil, "cron: unknown time zone '/etc/localtime'" },
       { cron.parse("* * * * *", { tz = "/etc/localtime" }) })
     assert.same({ nil, "cron: unknown time zone ''" }, { cron.parse("* * * * *", { tz = "" }) })
+    -- (an empty part: not the IANA name it would reach through the file system)
+    assert.same({ nil, "cron: unknown time zone 'Europe//Berlin'" },
+      { cron.parse("* * * * *", { tz = "Europe//Berlin" }) })
     assert.same({ nil, "cron: unknown time zone 'zone.tab'" }, { cron.parse("* * * * *", { tz = "zone.tab" }) })
     if io.open("/usr/share/zoneinfo/leapseconds") then -- (a text file there)
       assert.same({ nil, "cron: time zone 'leapseconds': not a TZif file" },
