@@ -42,6 +42,16 @@ return function(env)
       end
     end)
 
+    -- (docs/durable.md: the queue's own calls try a store that failed once a step)
+    it("backs off a store that failed 0.05 s, doubling up to 1 s, and starts over once it answers", function()
+      local window = require("hwtimer.durable.window")
+      local state, steps = {}, {}
+      for i = 1, 7 do steps[i] = window.failed(state) end
+      assert.same({ 0.05, 0.1, 0.2, 0.4, 0.8, 1, 1 }, steps)
+      window.succeeded(state)
+      assert.equal(0.05, window.failed(state))
+    end)
+
     -- A job scheduled due now goes to the next pass, whatever the store
     -- stamped it with: Redis stamps by the server's clock, which may read
     -- ahead of the queue's (here made to read 50 ms behind the store).
