@@ -32,6 +32,17 @@ function helpers.optional(name)
   error(name .. " is built here but does not load: " .. tostring(m), 0)
 end
 
+-- Count the calls of obj's method `name` (set on obj over its class's):
+-- returns count() and stop(), which gives obj its class's method back.
+function helpers.count_calls(obj, name)
+  local n, f = 0, obj[name]
+  obj[name] = function(...)
+    n = n + 1
+    return f(...)
+  end
+  return function() return n end, function() obj[name] = nil end
+end
+
 -- How many keys t has.
 function helpers.count(t)
   local n = 0

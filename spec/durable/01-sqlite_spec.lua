@@ -565,21 +565,16 @@ describe("hwtimer.durable", function()
     it("polls the store once for the wake-ups before that poll, and not at all once closed", function()
       q = assert(open({ poll = 60, sweep = 60 }))
       timer:run(0.05) -- (the open's first looks are done)
-      local e, polls = durable.engine(q), 0
-      local changes = e.changes
-      e.changes = function(...)
-        polls = polls + 1
-        return changes(...)
-      end
+      local polls = helpers.count_calls(durable.engine(q), "changes")
       for round = 1, 2 do
         for _ = 1, 5 do q:wake() end
         timer:run(0.05)
-        assert.equal(round, polls)
+        assert.equal(round, polls())
       end
       q:close()
       q:wake()
       timer:run(0.05)
-      assert.equal(2, polls)
+      assert.equal(2, polls())
     end)
   end)
 

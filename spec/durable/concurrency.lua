@@ -179,17 +179,12 @@ return function(env)
     -- (a pass with no free worker claims nothing: it waits for one to end)
     it("makes no claim while every worker is busy", function()
       local q = assert(env.open({ concurrency = 2, sweep = 60, poll = 60 }))
-      local engine, claims = durable.engine(q), 0
-      local claim = engine.claim
-      engine.claim = function(...)
-        claims = claims + 1
-        return claim(...)
-      end
+      local claims, stop = require("spec.helpers").count_calls(durable.engine(q), "claim")
       local ran = run_waiting(q, 6, 0.1 * SLOW)
-      engine.claim = nil
+      stop()
       assert.equal(6, #ran)
       -- (6 jobs for 2 workers: a claim as each pair starts, and one as each worker frees, at most)
-      assert.is_true(claims <= 10, claims .. " claims for 6 jobs on 2 workers")
+      assert.is_true(claims() <= 10, claims() .. " claims for 6 jobs on 2 workers")
     end)
 
     it("claims only as many due jobs as there are free workers: the rest stay for any process", function()

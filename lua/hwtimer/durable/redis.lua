@@ -168,16 +168,19 @@ local function wake(self, kind, within)
   if not ok and from_server then self.wake = nil end
 end
 
+-- One PUBLISH for a write of several jobs: the kind to wake for so far
+-- (nil: none yet) with one more of `kind`: that kind, or "" for several.
+local function with_kind(so_far, kind)
+  return (so_far == nil or so_far == kind) and kind or ""
+end
+
 -- The kind to wake for among jobs to add (put's tables: [7] the seconds
--- until due), "" for several: one PUBLISH for a call however many it holds.
+-- until due).
 local function wake_jobs(self, jobs)
   local kind
   for i = 1, #jobs do
     local j = jobs[i]
-    if j[7] and wakes(self, j[2], j[7]) then
-      if kind and kind ~= j[2] then return wake(self, "", 0) end
-      kind = j[2]
-    end
+    if j[7] and wakes(self, j[2], j[7]) then kind = with_kind(kind, j[2]) end
   end
   if kind then wake(self, kind, 0) end
 end
@@ -236,10 +239,7 @@ function Engine:put(id, kind, payload, when, relative, every, fresh, sched)
   local job = job_put(id, kind, payload, when_us(when), relative, every and us(every) or "0", fresh, sched_put(sched))
   if self.batch then
     self.batch[#self.batch + 1] = job
-    -- (one PUBLISH at the commit: the kind, or "" where jobs of several call for one, as wake_jobs)
-    if wakes(self, kind, within) then
-      self.batch_wake = (self.batch_wake == nil or self.batch_wake == kind) and kind or ""
-    end
+    if wakes(self, kind, within) then self.batch_wake = with_kind(self.batch_wake, kind) end -- (sent at the commit)
     return true
   end
   local res, err = self:run("put", job)
