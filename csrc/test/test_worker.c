@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -203,6 +204,12 @@ static void wake_descriptor(void)
 	hwt_pipe_signal(fds);
 	hwt_pipe_signal(fds);
 	expect(poll(&pfd, 1, 0) == 1, "not readable after a signal");
+#if defined(HWT_NO_EVENTFD) || !defined(__linux__)
+	{ /* a byte a signal: a full pipe (64 KiB on Linux) holds 65,536 of them */
+		int queued = -1;
+		expect(ioctl(fds[0], FIONREAD, &queued) == 0 && queued == 2, "a signal is not one byte in a pipe");
+	}
+#endif
 	hwt_pipe_consume(fds);
 #if defined(HWT_NO_EVENTFD) || !defined(__linux__)
 	hwt_pipe_consume(fds); /* (a pipe holds a byte a signal) */
