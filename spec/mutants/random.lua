@@ -34,6 +34,10 @@ local claims = os.getenv("HWT_MUTANT_CLAIMS")
 -- HWT_MUTANT_LIST=1: only print the sample.
 local ONLY
 for i in (os.getenv("HWT_MUTANT_ONLY") or ""):gmatch("%d+") do ONLY = ONLY or {}; ONLY[tonumber(i)] = true end
+-- HWT_MUTANT_FILES=ngx%.lua$|ldispatch: a sample of those files only (Lua
+-- patterns, split by "|"), to look at one part closely; not CI's sample.
+local FILES
+for pat in (os.getenv("HWT_MUTANT_FILES") or ""):gmatch("[^|]+") do FILES = FILES or {}; FILES[#FILES + 1] = pat end
 local FILTER_OUT = {}
 for part in (os.getenv("HWT_MUTANT_FILTER_OUT") or ""):gmatch("[^|]+") do FILTER_OUT[#FILTER_OUT + 1] = part end
 
@@ -92,7 +96,11 @@ local function files()
   local p = assert(io.popen("find lua csrc -path csrc/test -prune -o -type f "
     .. "\\( -name '*.lua' -o -name '*.c' -o -name '*.h' \\) -print | LC_ALL=C sort"))
   local out = {}
-  for f in p:lines() do out[#out + 1] = f end
+  for f in p:lines() do
+    local keep = FILES == nil
+    for _, pat in ipairs(FILES or {}) do keep = keep or f:find(pat) ~= nil end
+    if keep then out[#out + 1] = f end
+  end
   p:close()
   return out
 end
