@@ -108,6 +108,42 @@ describe("timer:wakeup", function()
     assert.are.equal(0, woken)
   end)
 
+  -- A host whose callbacks may yield (take and done, hwtimer.ngx) sleeps
+  -- while a periodic callback still runs in a thread of its own: the next
+  -- run that done arms before the planned wake-up must wake it, or the
+  -- periodic waits for the host's later deadline.
+  it("is called once when done() arms a periodic's next run before the planned wake-up", function()
+    timer:take_only()
+    timer:schedule(10, nop)
+    local p = timer:every(0.002, nop)
+    local t
+    local t0 = hwtimer.now()
+    repeat t = timer:take() until t or hwtimer.now() > t0 + 2
+    assert.equal(p, t)
+    timer:wakeup(function() woken = woken + 1 end)
+    assert.is_true(timer:timeout() > 5) -- (the periodic runs: the host plans to wake in 10 s)
+    timer:done(t)
+    assert.are.equal(1, woken)
+    assert.is_true(timer:timeout() < 0.1)
+    p:cancel()
+  end)
+
+  -- (the hook is glue, not a callback: an error in it is printed to stderr,
+  -- once a call, and the schedule that called it stands)
+  it("that raises is reported on stderr, and the schedule that called it stands", function()
+    local out, ok = require("spec.helpers").run_lua([[
+      local timer = require("hwtimer").new({ tick = 0.001 })
+      timer:schedule(10, function() end)
+      timer:wakeup(function() error("refused by the hook", 0) end)
+      timer:timeout()
+      local t = timer:schedule(0.5, function() end)
+      io.stdout:write(tostring(t ~= nil), " ", timer:pending(), "\n")
+      timer:stop()
+    ]])
+    assert.is_true(ok, out)
+    assert.equal("hwtimer: error in wakeup hook: refused by the hook\ntrue 2\nexit=0\n", out)
+  end)
+
   it("set anew, forgets the wake-up the host planned before", function()
     timer:schedule(10, nop)
     timer:wakeup(function() woken = woken + 100 end)

@@ -348,6 +348,32 @@ return function(env)
       assert.equal(0, job.attempt)
       assert.is_nil(job.leased)
     end)
+
+    -- Taken away between the claim and the start: the rows of that kind this
+    -- process holds go back as they were, as a stop hands back what it has
+    -- not started, not a failed try (an attempt spent, an error reported).
+    it("goes back unstarted, no attempt spent, when its handler is taken away after the claim", function()
+      local errors = {}
+      local q = assert(env.open({ concurrency = 2, sweep = 0.05, on_error = function(err) errors[#errors + 1] = err end }))
+      local ran = {}
+      local ids = { q:schedule("k", 0, "1"), q:schedule("k", 0, "2") }
+      q:handle("k", function(j)
+        ran[#ran + 1] = j.payload
+        q:handle("k", nil) -- the other row is claimed and queued by now
+      end)
+      assert.truthy(wait(function() return #ran == 1 end))
+      idle(0.3)
+      assert.same({}, errors)
+      local other = ran[1] == "1" and ids[2] or ids[1]
+      local job = q:get(other)
+      assert.equal(0, job.attempt)
+      assert.is_nil(job.leased)
+      assert.is_nil(job.error)
+      assert.same(1, q:pending())
+      q:handle("k", function(j) ran[#ran + 1] = j.attempt end)
+      assert.truthy(wait(function() return #ran == 2 end))
+      assert.equal(1, ran[2])
+    end)
   end)
 
   describe("a job due now", function()
