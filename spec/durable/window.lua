@@ -115,5 +115,46 @@ return function(env)
       assert.truthy(env.wait(function() return late end, 10 * SLOW))
       assert.is_true(late >= 0, "early by " .. late)
     end)
+
+    -- A refill the store refused is reported (as a store error: no job) and
+    -- the queue's own calls back off; the next refill reads from where the
+    -- last good one ended, so what another process scheduled meanwhile
+    -- inside the window is loaded then, and runs on time, not at the sweep.
+    it("reports a refill the store refused, and loads the window at the next one that succeeds", function()
+      local errors, late = {}, nil
+      local q = assert(env.open({ window = 0.4 * SLOW, poll = 60, sweep = 60,
+        on_error = function(err, job) errors[#errors + 1] = { tostring(err), job } end }))
+      local other = assert(env.open({ sweep = 60, poll = 60 }))
+      q:handle("k", function(job) late = env.now() - job.due end)
+      local engine = require("hwtimer.durable").engine(q)
+      local range = engine.range
+      engine.range = function() return nil, "refused for the spec" end
+      assert.is_true(env.wait(function() return #errors > 0 end, 5 * SLOW), "no refill reported")
+      assert.same({ "refill: refused for the spec" }, errors[1])
+      assert.is_not_nil(q._retry_step, "no backoff after the failure") -- (window.failed's step)
+      assert(other:schedule("k", 0.5 * SLOW)) -- past the refused horizon, inside the next one
+      engine.range = range
+      assert.truthy(env.wait(function() return late end, 5 * SLOW), "not run: the window was not refilled")
+      assert.is_true(late >= 0 and late < 0.2 * SLOW, "late by " .. late)
+      assert.is_nil(q._retry_step, "the backoff not ended once the store answered")
+      assert.equal(1, #errors)
+    end)
+
+    -- A poll the store refused: reported once, and the polls back off (0.05,
+    -- 0.1, 0.2 s ...), not one every `poll` seconds at a store that is down.
+    it("reports a poll the store refused, and polls a store that is down by the backoff", function()
+      local errors = {}
+      local q = assert(env.open({ poll = 0.01, sweep = 60,
+        on_error = function(err, job) errors[#errors + 1] = { tostring(err), job } end }))
+      local engine = require("hwtimer.durable").engine(q)
+      env.wait(function() return false end, 0.05) -- (the open's own poll and pass)
+      local calls = 0
+      engine.changes = function() calls = calls + 1 return nil, "refused for the spec" end
+      env.wait(function() return false end, 0.4)
+      engine.changes = nil
+      assert.same({ "poll: refused for the spec" }, errors[1])
+      assert.equal(1, #errors) -- (a store's errors: one a second at most)
+      assert.is_true(calls >= 2 and calls <= 6, calls .. " polls in 0.4 s of a store that is down")
+    end)
   end)
 end
