@@ -176,6 +176,28 @@ return function(env)
       assert.is_nil(engine:get("j1"), "j1 was not acknowledged once its handler returned")
     end)
 
+    -- q:close() with two handlers at work: the store stays open until the
+    -- last of them returns, and each one's acknowledgement is written.
+    it("closes the store only once the last handler still running has returned: each job acknowledged", function()
+      local q = assert(env.open({ concurrency = 2, sweep = 60, poll = 60, lease = 60 }))
+      local ended = {}
+      q:handle("k", function(job)
+        if job.id == "j1" then
+          cqueues.sleep(0.02)
+          q:close() -- (j2's handler still runs, and returns after this one)
+        else
+          cqueues.sleep(0.2 * SLOW)
+        end
+        ended[#ended + 1] = job.id
+      end)
+      due_now(q, 2)
+      on_cqueues(function() return #ended == 2 end)
+      assert.same({ "j1", "j2" }, ended)
+      local engine = durable.engine(assert(env.open({ sweep = 60 }))) -- another process looks
+      assert.is_nil(engine:get("j1"), "j1 was not acknowledged")
+      assert.is_nil(engine:get("j2"), "j2 was not acknowledged: the store closed while its handler ran")
+    end)
+
     -- (a pass with no free worker claims nothing: it waits for one to end)
     it("makes no claim while every worker is busy", function()
       local q = assert(env.open({ concurrency = 2, sweep = 60, poll = 60 }))
