@@ -159,6 +159,7 @@ describe("hwtimer.tzif", function()
     local isut, isstd, leap, time, type, char = count(0), count(1), count(2), count(3), count(4), count(5)
     local len = 44 + time * 5 + type * 6 + char + leap * 8 + isstd + isut
     local v1 = assert(tzif.from_data("TZif\0" .. data:sub(6, len), "v1"))
+    assert.same({ nil, "truncated" }, { tzif.from_data("TZif\0" .. data:sub(6, len - 1), "v1") }) -- (a byte short)
     local full = assert(tzif.load("Europe/Berlin"))
     assert.is_nil(v1.rule)
     for t = -2147483648, 2147483647, 86400 * 97 do assert.equal(full:offset(t), v1:offset(t)) end
@@ -192,7 +193,7 @@ describe("hwtimer.tzif", function()
       tzif.parse_posix("EST5EDT").start)) -- DST without rules: glibc's default, the US rules
     for _, bad in ipairs({ "", "X1", "CET", "CE-1", "CET-1CEST,M3.5.0", "CET-1CEST,M13.1.0,M10.5.0",
                            "CET-1CEST,M3.5.0,M10.5.0/3x", "CET-1CEST,M3.6.0,M10.5.0", "CET-1CEST,J0,J365",
-                           "CET-1CEST,366,5", "CET-1:60", "CET-168", "<A>1" }) do
+                           "CET-1CEST,366,5", "CET-1:60", "CET-168", "<A>1", "CET-1CEST,", "EST5EDT4," }) do
       assert.is_nil(tzif.parse_posix(bad), bad)
     end
     -- Each field at both ends of its range, and one past it (POSIX: month
