@@ -189,8 +189,11 @@ describe("hwtimer.tzif", function()
     local nuuk = tzif.parse_posix("<-02>2<-01>,M3.5.0/-1,M10.5.0/0")
     assert.same({ -7200, -3600, -3600, 0 }, { nuuk.std, nuuk.dst, nuuk.start.time, nuuk.finish.time })
     assert.same({ kind = "J", n = 365, time = 90000 }, tzif.parse_posix("EST5EDT,0/0,J365/25").finish)
-    assert.same({ m = 3, w = 2, d = 0 }, (function(r) return { m = r.m, w = r.w, d = r.d } end)(
-      tzif.parse_posix("EST5EDT").start)) -- DST without rules: glibc's default, the US rules
+    -- DST without rules: glibc's default, the US rules (second Sunday of
+    -- March to the first of November, each at 02:00 local time)
+    local us = tzif.parse_posix("EST5EDT")
+    assert.same({ kind = "M", m = 3, w = 2, d = 0, time = 7200 }, us.start)
+    assert.same({ kind = "M", m = 11, w = 1, d = 0, time = 7200 }, us.finish)
     for _, bad in ipairs({ "", "X1", "CET", "CE-1", "CET-1CEST,M3.5.0", "CET-1CEST,M13.1.0,M10.5.0",
                            "CET-1CEST,M3.5.0,M10.5.0/3x", "CET-1CEST,M3.6.0,M10.5.0", "CET-1CEST,J0,J365",
                            "CET-1CEST,366,5", "CET-1:60", "CET-168", "<A>1", "CET-1CEST,", "EST5EDT4," }) do
@@ -231,6 +234,63 @@ describe("hwtimer.tzif", function()
     -- DST all year: no change at all, the DST offset
     assert.same({}, changes("EST5EDT,0/0,J365/25", y2024, y2024 + 10 * 31556952))
     assert.equal(-4 * 3600, tzif.from_posix("EST5EDT,0/0,J365/25"):offset(y2024))
+    -- DST that starts and ends at one instant (01:00 standard, 02:00 DST):
+    -- none at all, as glibc reads it (in DST while start <= t < end)
+    local none = assert(tzif.from_posix("<+00>0<+01>,M3.5.0/1,M3.5.0/2"))
+    local mar31 = 1711846800 -- 2024-03-31 01:00 UTC, that instant
+    for _, t in ipairs({ y2024, mar31 - 1, mar31, mar31 + 1, mar31 + 3600, y2025 - 1 }) do
+      assert.equal(0, none:offset(t), os.date("!%Y-%m-%d %H:%M:%S", t))
+    end
+  end)
+
+  -- The date arithmetic under every zone: each day from 1600 to 2401
+  -- against a count kept by hand, across the ends of 400-year eras and
+  -- the century years that are not leap (1700, 1800, 1900, 2100, 2200,
+  -- 2300) and those that are (1600, 2000, 2400).
+  it("counts days to and from dates in every day of 1600-2400", function()
+    local y, m, d = 1600, 1, 1
+    local z = tzif.days_from_civil(y, m, d)
+    assert.equal(-135140, z)
+    while y < 2401 do
+      local y2, m2, d2 = tzif.civil_from_days(z)
+      if y2 ~= y or m2 ~= m or d2 ~= d then
+        error(string.format("day %d: %d-%d-%d, not %d-%d-%d", z, y2, m2, d2, y, m, d))
+      end
+      if tzif.days_from_civil(y, m, d) ~= z then error(string.format("%d-%d-%d is not day %d", y, m, d, z)) end
+      z, d = z + 1, d + 1
+      if d > tzif.days_in_month(y, m) then d, m = 1, m + 1 end
+      if m > 12 then m, y = 1, y + 1 end
+    end
+    assert.is_false(tzif.is_leap(2100))
+    assert.is_true(tzif.is_leap(2400))
+    assert.equal(28, tzif.days_in_month(1900, 2))
+  end)
+
+  -- (every zone read is read whole and its file closed then: loading many
+  -- holds no descriptor, whenever the collector runs)
+  it("closes each zone file it reads", function()
+    -- (in a fresh process: this one holds these zones in its cache)
+    local out, ok = helpers.run_lua([[
+      local tzif = require("hwtimer.tzif")
+      local function fds()
+        local p = io.popen("ls /proc/self/fd | wc -l") -- (ls's own: the same count each time)
+        local n = tonumber(p:read("*a"))
+        p:close()
+        return n
+      end
+      collectgarbage("stop")
+      local before, read = fds(), 0
+      for _, name in ipairs({ "America/New_York", "America/Chicago", "America/Denver", "America/Los_Angeles",
+        "Europe/London", "Europe/Paris", "Europe/Rome", "Europe/Madrid", "Asia/Tokyo", "Asia/Shanghai",
+        "Australia/Sydney", "Africa/Cairo", "America/Sao_Paulo", "Pacific/Auckland", "Asia/Tehran" }) do
+        if tzif.load(name) then read = read + 1 end
+      end
+      print(read, fds() - before)
+    ]])
+    assert.is_true(ok, out)
+    local read, left = out:match("^(%d+)%s+(%-?%d+)")
+    assert.is_true(tonumber(read) >= 10, out)
+    assert.equal("0", left, left .. " descriptors left open after " .. read .. " zones")
   end)
 
   it("caches a zone by name: one read of the file", function()

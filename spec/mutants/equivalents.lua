@@ -650,4 +650,21 @@ return {
     reason = "not shown equivalent, not observable: timer:run then sleeps until the pipe, which the driver "
       .. "writes at the same deadline (timer:run is not host_timed), so every callback still runs in the same "
       .. "order and pass; only one thread hand-off of latency differs, which a spec on a shared VM cannot time" },
+  { file = "lua/hwtimer/cron.lua",
+    from = "    if not (found and asked <= c and c <= found) then asked, found = c, first_match(self, c) end",
+    to = "    if not (found and asked <= c and c < found) then asked, found = c, first_match(self, c) end",
+    reason = "a memo of first_match: at c == found the mutant asks first_match(c) again, which gives c, the "
+      .. "answer the memo held; only the time to find it differs" },
+  { file = "lua/hwtimer/cron.lua",
+    from = "    if not (found and found <= c and c <= asked) then asked, found = c, last_match(self, c) end",
+    to = "    if not (found and found <= c and c < asked) then asked, found = c, last_match(self, c) end",
+    reason = "a memo of last_match: at c == asked the mutant asks last_match(c) again, the question the memo "
+      .. "answered: the same answer, found again" },
+  { file = "lua/hwtimer/tzif.lua",
+    from = "  local off = a and a.off or (list[1] and list[1].before or list.constant)",
+    to = "  local off = a and a.off or (list[2] and list[1].before or list.constant)",
+    reason = "a is nil only before the window's first change, and rule_year adds a rule's start and end "
+      .. "together, so the window's changes come in pairs: list[2] is there whenever list[1] is (tried with "
+      .. "rules whose start and end cross from year to year, M3.5.0 against J85-J89: over 40 years every 7 h "
+      .. "no offset differs)" },
 }
