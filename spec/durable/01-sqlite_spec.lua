@@ -67,6 +67,29 @@ describe("hwtimer.durable", function()
   local function wait(done, secs) return helpers.wait_until(timer, done, secs or 5) end
 
   describe("durable.open", function()
+    -- (the queue's refill and poll are its timer's timeouts: a timer at its
+    -- max_pending that refused them would leave a queue that never runs a job)
+    it("refuses a timer at its max_pending with nil, message, and opens once it has room", function()
+      local full = hwtimer.new({ max_pending = 2 })
+      finally(function() full:close() end)
+      local a, b = full:schedule(60, function() end), full:schedule(60, function() end)
+      local queue, err = durable.open(full, { path = path })
+      assert.is_nil(queue)
+      assert.equal("hwtimer.durable: " .. path .. ": the timer refused the queue's timeouts: "
+        .. "too many pending timeouts (2 pending, max_pending 2)", err)
+      assert.equal(2, full:pending()) -- (nothing of the queue left on it)
+      a:cancel()
+      b:cancel()
+      queue, err = durable.open(full, { path = path, sweep = 0.05 })
+      assert.is_nil(err)
+      local ran
+      queue:handle("k", function() ran = true end)
+      assert(queue:schedule("k", 0))
+      full:run(0.5)
+      queue:close()
+      assert.is_true(ran, "the job did not run")
+    end)
+
     it("makes a store in a new file and opens it again", function()
       q = assert(open())
       assert.matches("^hwtimer.durable %(.*timers.db, queue default, 0 in the window%)$", tostring(q))

@@ -240,8 +240,17 @@ function window.open(self)
   self._loaded_until = now + self._window
   window.load_all(self, marks, n)
   self._next_sweep = now + self._sweep
-  self._refill = self._timer:schedule(self._window / 2, refill, self)
-  self._poll = self._timer:every(self._poll_every, function(t) if not cancelled(t) then poll(self) end end)
+  -- (the refill and the poll keep the queue going: a timer that refuses
+  -- them, at its max_pending, refuses the queue, which would never run a job)
+  local err
+  self._refill, err = self._timer:schedule(self._window / 2, refill, self)
+  if self._refill then
+    self._poll, err = self._timer:every(self._poll_every, function(t) if not cancelled(t) then poll(self) end end)
+  end
+  if not self._poll then
+    window.close(self)
+    return nil, "the timer refused the queue's timeouts: " .. tostring(err)
+  end
   window.soon(self)
   return true
 end
