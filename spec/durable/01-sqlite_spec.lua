@@ -90,6 +90,30 @@ describe("hwtimer.durable", function()
       assert.is_true(ran, "the job did not run")
     end)
 
+    -- (a timer at its max_pending may refuse the refill's next turn: here a
+    -- timer object that refuses every schedule while told to)
+    it("takes up its refill again once a timer that refused its next turn has room", function()
+      local refusing = false
+      local proxy = {
+        schedule = function(_, ...)
+          if refusing then return nil, "too many pending timeouts (the spec's)" end
+          return timer:schedule(...)
+        end,
+        every = function(_, ...) return timer:every(...) end,
+      }
+      local queue = assert(durable.open(proxy, { path = path, window = 0.1, sweep = 60, poll = 0.02 }))
+      local refills, stop = require("spec.helpers").count_calls(durable.engine(queue), "range")
+      refusing = true
+      timer:run(0.15) -- (a refill every 0.05 s: the next turn refused)
+      refusing = false
+      local before = refills()
+      timer:run(0.3)
+      stop()
+      queue:close()
+      assert.is_true(before >= 1, "no refill before the refusal")
+      assert.is_true(refills() - before >= 2, (refills() - before) .. " refills in 0.3 s once the timer took them")
+    end)
+
     it("makes a store in a new file and opens it again", function()
       q = assert(open())
       assert.matches("^hwtimer.durable %(.*timers.db, queue default, 0 in the window%)$", tostring(q))

@@ -193,6 +193,9 @@ local function poll_once(self)
   end
   window.succeeded(self)
   if marks then window.load_all(self, marks, n) end
+  -- (a refill whose next turn a full timer refused: again, now it has room;
+  -- the poll is periodic, so it keeps its place on the timer)
+  if not self._refill then self._refill = later(self, self._window / 2, refill, self) end
   local now = self._now()
   if now >= self._next_sweep then
     self._next_sweep = now + self._sweep
