@@ -36,7 +36,6 @@ local FAMILIES = {
 }
 local FAMILY = {}
 for i, f in ipairs(FAMILIES) do FAMILY[f[1]] = { order = i, type = f[2], help = f[3] } end
-M.FAMILIES = FAMILY
 
 -- ---- label values: valid UTF-8 whatever the bytes ---------------------------
 
