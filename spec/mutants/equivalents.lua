@@ -667,4 +667,9 @@ return {
       .. "together, so the window's changes come in pairs: list[2] is there whenever list[1] is (tried with "
       .. "rules whose start and end cross from year to year, M3.5.0 against J85-J89: over 40 years every 7 h "
       .. "no offset differs)" },
+  { file = "lua/hwtimer/ngx.lua",
+    from = "  self.ran = 0 -- callbacks started since the dispatcher last woke",
+    to = "  self.ran = 1 -- callbacks started since the dispatcher last woke",
+    reason = "the count is read only against ARM_BURST (8) before the first run_due, which sets it to 0 "
+      .. "before any callback runs: 1 and 0 are both below 8, so the first wait arms alike" },
 }
