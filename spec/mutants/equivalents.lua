@@ -272,8 +272,8 @@ return {
     to = "    local mid = floor((lo + hi + 2) / 2)",
     reason = "a bisection's midpoint one further up: still in (lo, hi] while lo < hi, so each step keeps list[lo].t "
       .. "<= t < list[hi + 1].t and shrinks the range; the same index is found" },
-  { file = "lua/hwtimer/durable/window.lua", from = "  self._refill = self._timer:schedule(self._window / 2, refill, self)",
-    to = "  self._refill = self._timer:schedule(self._window / 3, refill, self)",
+  { file = "lua/hwtimer/durable/window.lua", from = "  self._refill, err = self._timer:schedule(self._window / 2, refill, self)",
+    to = "  self._refill, err = self._timer:schedule(self._window / 3, refill, self)",
     reason = "the open's first refill a sixth of a window sooner: a read of the store earlier, which loads up to "
       .. "a window ahead as the later one would; the open loaded a whole window, so no job comes due unloaded either way" },
   { file = "csrc/durable/lsqlite.c", from = "\t\t\tlua_createtable(L, n, 0);", to = "\t\t\tlua_createtable(L, n, 1);",
