@@ -42,7 +42,9 @@ describe("hwtimer.retry ends in a final state", function()
   end)
 
   it("when max_pending refuses a later attempt: failed, the refusal reaches on_error", function()
-    local capped = hwtimer.new({ max_pending = 1, on_error = function() end })
+    local timer_errors = {}
+    local capped = hwtimer.new({ max_pending = 1,
+      on_error = function(err) timer_errors[#timer_errors + 1] = tostring(err) end })
     local refusals, last_flags = {}, {}
     local r = hwtimer.retry(capped, function()
       capped:schedule(10, function() end) -- takes the only slot
@@ -59,7 +61,25 @@ describe("hwtimer.retry ends in a final state", function()
     assert.matches("too many pending timeouts", refusals[1])
     assert.same({ { "down", 1, true } }, last_flags) -- on_failure knew it was the last
     assert.is_nil(r:next_attempt())
+    assert.same({}, timer_errors) -- (on_error took it: nothing raised to the timer)
     capped:close()
+  end)
+
+  -- (a timer object whose schedule raises for a reason of its own, not a
+  -- stop: the retry fails with that error, which on_error is told)
+  it("when the timer's schedule raises: failed with that error, which reaches on_error", function()
+    local calls, errors = 0, {}
+    local proxy = {
+      schedule = function(_, ...)
+        calls = calls + 1
+        if calls > 1 then error("the proxy's schedule broke", 0) end
+        return timer:schedule(...)
+      end,
+    }
+    local r = hwtimer.retry(proxy, fail, { delay = 0, on_error = function(err) errors[#errors + 1] = err end })
+    settle(timer, r)
+    assert.same({ "failed", "the proxy's schedule broke" }, { r:state() })
+    assert.same({ "the proxy's schedule broke" }, errors)
   end)
 
   it("when max_pending refuses and there is no on_error: the timer's on_error gets the refusal", function()
@@ -318,6 +338,7 @@ describe("hwtimer.retry arguments", function()
       { { max_delay = 2e9 }, "option 'max_delay': number of seconds from 0 to 1e9 expected" },
       { { max_time = 0 / 0 }, "option 'max_time': number of seconds from 0 to 1e9 expected" },
       { { factor = 0 }, "option 'factor': positive number expected" },
+      { { factor = math.huge }, "option 'factor': positive number expected" },
       { { jitter = 1.5 }, "option 'jitter': number from 0 to 1 expected" },
       { { attempts = 2.5 }, "option 'attempts': positive integer expected" },
       { { retry_if = true }, "option 'retry_if': function expected" },
