@@ -161,6 +161,14 @@ describe("hwtimer.metrics", function()
     end
   end)
 
+  -- (a whole number below 2^53 is exact as a double: written as its digits,
+  -- "3" not "3.0", on every Lua; from 2^53 on as Lua writes the number)
+  it("writes a whole number label below 2^53 as its digits, and 2^53 as Lua writes it", function()
+    local text = metrics.render({ timers = { main = timer }, labels = { a = 2 ^ 53 - 1, b = 2 ^ 53, c = -(2 ^ 53 - 1) } })
+    assert.equal(0, sample(text, 'hwtimer_timeouts_fired_total{a="9007199254740991",b="' .. tostring(2 ^ 53)
+      .. '",c="-9007199254740991",timer="main"}'), text)
+  end)
+
   it("refuses two names that would show as one series", function()
     assert.has_error(function() metrics.render({ timers = { ["\255"] = timer, ["\\xff"] = timer } }) end,
       [[bad argument #1 to 'render' (field 'timers': timer names '\\xff' and '\xff' show as the same label value)]])
