@@ -83,6 +83,8 @@ local COVER = {
   ["lua/hwtimer/durable/runs.lua"] = { SQLITE[1], SQLITE[2],
     "spec/durable/03-redis_spec.lua#goes back to its poll once a backlog",
     "spec/durable/03-redis_spec.lua#no claim while every worker is busy", ngx = { "spec/durable/06-nginx_batch_spec.lua" } },
+  -- (its calendar's decisions as pure functions: 14; what a store makes of them: 01)
+  ["lua/hwtimer/durable/schedule.lua"] = { "spec/durable/14-schedule_spec.lua", SQLITE[1], SQLITE[2] },
   ["lua/hwtimer/durable/ids.lua"] = { "spec/durable/13-ids_spec.lua", "spec/durable/01-sqlite_spec.lua" },
   -- (its default on_error writes to nginx's log in nginx; a store held down
   -- is tried once a backoff step: 05 counts the connections of an outage)
