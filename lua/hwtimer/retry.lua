@@ -154,6 +154,14 @@ end
 
 local attempt
 
+-- When t, scheduled `wait` seconds from now, is due: its deadline(), or for
+-- a proxy's handle without one, now + wait.
+local function due_of(t, wait)
+  local ok, due = pcall(t.deadline, t)
+  if ok and due then return due end
+  return now() + wait
+end
+
 -- After attempt n failed with err: schedule attempt n+1, or return the final
 -- state, its reason, and whether the reason is news (for on_error).
 local function schedule_next(self, n, err)
@@ -178,8 +186,7 @@ local function schedule_next(self, n, err)
   end
   if not t then return "failed", msg, true end -- refused: max_pending
   self._timeout = t
-  local okd, due = pcall(t.deadline, t)
-  self._due = okd and due or now() + wait
+  self._due = due_of(t, wait)
   return nil
 end
 
@@ -219,11 +226,10 @@ function M.retry(timer, fn, opts)
   local t, err = timer:schedule(0, attempt, self)
   if not t then return nil, err end
   self._timeout = t
-  self._due = t:deadline()
+  self._due = due_of(t, 0)
   count(self, "retry_started")
   return self
 end
 
-M.Retry = Retry
 
 return M

@@ -124,6 +124,30 @@ describe("hwtimer.retry ends in a final state", function()
     end)
   end
 
+  -- (a stop the retry has not looked at yet: cancel and next_attempt look first)
+  it("after its timer stopped: next_attempt() is nil and cancel() is false, 'timer stopped' kept", function()
+    local r = hwtimer.retry(timer, fail, { delay = 10 })
+    timer:dispatch()
+    assert.is_number(r:next_attempt())
+    timer:stop()
+    assert.is_nil(r:next_attempt())
+    assert.is_false(r:cancel())
+    assert.same({ "cancelled", "timer stopped" }, { r:state() })
+    local other = hwtimer.new() -- (cancel() the first call after the stop)
+    local r2 = hwtimer.retry(other, fail, { delay = 10 })
+    other:dispatch()
+    other:stop()
+    assert.is_false(r2:cancel())
+    assert.same({ "cancelled", "timer stopped" }, { r2:state() })
+  end)
+
+  it("when fn stops its own timer and fails its last attempt: failed, not raised", function()
+    local r = hwtimer.retry(timer, function() timer:stop() return nil, "down" end, { attempts = 1 })
+    timer:dispatch()
+    assert.same({ "failed", "attempts used up" }, { r:state() })
+    assert.same({}, timer_errors)
+  end)
+
   it("when fn stops the timer before its first attempt ran (stop from outside)", function()
     local r = hwtimer.retry(timer, fail)
     timer:stop()
@@ -171,10 +195,61 @@ describe("hwtimer.retry options", function()
     local took = hwtimer.now() - t0
     assert.same({ "failed", "time limit" }, { r:state() })
     assert.is_true(took < 1, "took " .. took)
-    -- attempts at 0, 10, 20, ... ms: at most six fit in 55 ms, at least one ran
-    assert.is_true(r:attempts() >= 1 and r:attempts() <= 6, "attempts: " .. r:attempts())
+    -- attempts at 0, 10, 20, ... ms: at most six fit in 55 ms; the second is
+    -- due at 10 ms, well inside the limit, so at least two ran
+    assert.is_true(r:attempts() >= 2 and r:attempts() <= 6, "attempts: " .. r:attempts())
     assert.is_true(lasts[r:attempts()])
     for n = 1, r:attempts() - 1 do assert.is_false(lasts[n]) end
+  end)
+
+  -- The waits each failure leaves before the next attempt, as next_attempt()
+  -- tells them in on_failure (the next attempt is scheduled by then).
+  local function waits(opts, n)
+    local got, r = {}, nil
+    opts.on_failure = function(_, k)
+      local due = r:next_attempt()
+      got[k] = due and due - hwtimer.now()
+    end
+    opts.attempts = opts.attempts or n + 1
+    r = hwtimer.retry(timer, fail, opts)
+    helpers.wait_until(timer, function() return #got >= n or r:state() ~= "running" end, 5)
+    r:cancel()
+    return got, r
+  end
+  local function near(want, got, what) assert.is_true(got and math.abs(got - want) < 0.002, what .. ": " .. tostring(got)) end
+
+  -- (docs/api.md: attempts 5, delay 0.1 s, factor 2, max_delay 30 s, jitter 0.1)
+  it("waits delay * factor^(n-1), capped at max_delay, with the documented defaults", function()
+    local w = waits({ jitter = 0 }, 1)
+    near(0.1, w[1], "the default delay")
+    w = waits({ delay = 0.01, jitter = 0 }, 3)
+    near(0.01, w[1], "first wait")
+    near(0.02, w[2], "second wait (factor 2)")
+    near(0.04, w[3], "third wait")
+    w = waits({ delay = 0.01, factor = 4000, jitter = 0 }, 2)
+    near(30, w[2], "second wait (40 s, capped at the default 30)")
+    w = waits({ delay = 0.01, factor = 4000, jitter = 0, max_delay = 5 }, 2)
+    near(5, w[2], "second wait (capped at max_delay 5)")
+    local r = hwtimer.retry(timer, fail, { delay = 0 })
+    settle(timer, r)
+    assert.same({ "failed", "attempts used up" }, { r:state() })
+    assert.equal(5, r:attempts())
+  end)
+
+  it("takes up to `jitter` of each wait off at random: the default 0.1, and 0.5", function()
+    for _, case in ipairs({ { nil, 9 }, { 0.5, 5 } }) do
+      local seen = {}
+      for i = 1, 40 do
+        local r = hwtimer.retry(timer, fail, { delay = 10, jitter = case[1] })
+        timer:dispatch() -- (the first attempt fails: the second is due in 10 s less jitter)
+        local wait = r:next_attempt() - hwtimer.now()
+        assert.is_true(wait >= case[2] - 0.01 and wait <= 10, "wait " .. wait .. " with jitter " .. tostring(case[1]))
+        seen[math.floor(wait * 10)] = true
+        r:cancel()
+        assert.equal(0, timer:pending(), "after retry " .. i)
+      end
+      assert.is_true(helpers.count(seen) > 3, "the waits are not spread")
+    end
   end)
 
   it("max_time = 0: one attempt, then no more", function()
@@ -381,6 +456,22 @@ describe("hwtimer.retry arguments", function()
     assert.equal("failed", r2:state())
     table.sort(counted)
     assert.same({ "retry_failed", "retry_started", "retry_started", "retry_succeeded" }, counted)
+  end)
+
+  -- (a proxy's handles may lack deadline(): the due time is then now + the wait)
+  it("tells the next attempt's time for a proxy whose handles have no deadline()", function()
+    local proxy = {
+      schedule = function(_, ...)
+        local t = timer:schedule(...)
+        return { state = function() return t:state() end, cancel = function() return t:cancel() end }
+      end,
+    }
+    local r = hwtimer.retry(proxy, fail, { delay = 5, jitter = 0 })
+    assert.is_true(math.abs(r:next_attempt() - hwtimer.now()) < 0.01) -- (the first: at once)
+    timer:dispatch()
+    local wait = r:next_attempt() - hwtimer.now()
+    assert.is_true(wait > 4.9 and wait <= 5, "next attempt in " .. wait .. " s")
+    r:cancel()
   end)
 
   it("counts retries in the timer's stats when the timer has timer:count", function()

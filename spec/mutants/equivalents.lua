@@ -715,4 +715,9 @@ return {
     to = "    if abs(x - (a + r * every)) <= SNAP then return r end",
     reason = "not shown equivalent, not observable: only a time exactly SNAP (1e-5 s) from the grid differs, and at "
       .. "an epoch's magnitude a double's steps (2.4e-7 s near 2026) make that distance one no clock reads" },
+  { file = "lua/hwtimer/retry.lua",
+    from = "  if o.max_time and now() + wait > self._started + o.max_time then",
+    to = "  if o.max_time and now() + wait >= self._started + o.max_time then",
+    reason = "not shown equivalent, not observable: only a next attempt due exactly at the limit, to the clock's "
+      .. "last bit, differs" },
 }
