@@ -441,6 +441,73 @@ static void test_check_sees_every_slot(void)
 	hwt_wheel_free(&w);
 }
 
+/* Damage a sound wheel one way at a time: the checker names each, and reads
+ * the wheel as sound again once it is undone (a checker that cannot fail
+ * would pass the model test whatever the wheel did). */
+static void expect_check(const struct hwt_wheel *w, const char *want, const char *what)
+{
+	const char *err = hwt_wheel_check(w);
+	if (want ? !err || strcmp(err, want) : err != NULL) {
+		fprintf(stderr, "test_wheel: FAIL: check: %s: got \"%s\", not \"%s\"\n", what,
+			err ? err : "(sound)", want ? want : "(sound)");
+		abort();
+	}
+}
+
+static void test_check_names_each_damage(void)
+{
+	struct hwt_wheel w, w2;
+	struct hwt_node a, b, c, d, e;
+	struct hwt_link *saved;
+	uint64_t x;
+	if (hwt_wheel_init(&w, 2) || hwt_wheel_init(&w2, 2))
+		abort();
+	hwt_node_init(&a);
+	hwt_node_init(&b);
+	hwt_node_init(&c);
+	hwt_node_init(&d);
+	hwt_node_init(&e);
+	hwt_wheel_add(&w, &a, 2); /* level 0, current ring, slot 2, with c */
+	hwt_wheel_add(&w, &c, 2);
+	hwt_wheel_add(&w, &b, 1);
+	hwt_wheel_add(&w, &d, 0); /* due at once: the due list */
+	expect_check(&w, NULL, "a sound wheel");
+
+	w.occ[0] ^= UINT64_C(1) << 3; /* slot 3 of ring 0 is empty */
+	expect_check(&w, "occupancy bit disagrees with slot list", "an empty slot's bit set");
+	w.occ[0] ^= UINT64_C(1) << 3;
+	w.summary[1] ^= 1; /* ring 1 is empty */
+	expect_check(&w, "summary bit disagrees with occupancy word", "an empty ring's summary bit set");
+	w.summary[1] ^= 1;
+
+	saved = c.link.prev; /* a then c in slot 2 */
+	c.link.prev = c.link.next;
+	expect_check(&w, "broken links in a slot", "a back link that points elsewhere");
+	c.link.prev = saved;
+
+	x = a.expires;
+	a.expires = w.now;
+	expect_check(&w, "overdue node left in a slot", "a node due by now in a slot");
+	a.expires = 3;
+	expect_check(&w, "node in the wrong slot of its ring", "a node whose tick is another slot's");
+	a.expires = 6; /* slot 2 of the next block */
+	expect_check(&w, "node in the wrong ring (current or next block)", "a node of the next block in the current ring");
+	a.expires = x;
+
+	d.slot = HWT_SLOT_NONE;
+	expect_check(&w, "bad node in the due list", "a node in the due list marked out of the wheel");
+	d.slot = HWT_SLOT_DUE;
+	expect_check(&w, NULL, "the wheel undone");
+
+	hwt_wheel_add(&w2, &e, 12); /* level 1, three level-0 blocks ahead */
+	expect_check(&w2, NULL, "a sound wheel with a level-1 node");
+	w2.now = 8; /* (as if ticks passed without the wheel's moving it down) */
+	expect_check(&w2, "node left at too high a level", "a level-1 node one block ahead");
+	w2.now = 0;
+	hwt_wheel_free(&w);
+	hwt_wheel_free(&w2);
+}
+
 /* The checker names a drain job that outlived its deadline, and one that
  * drains a slot of another level: on a wheel walked tick by tick with nodes
  * spread over its levels, each job found under way is broken both ways in
@@ -574,6 +641,7 @@ int main(int argc, char **argv)
 		m.rng = 1;
 	test_splices();
 	test_check_sees_every_slot();
+	test_check_names_each_damage();
 	test_check_sees_broken_jobs();
 	test_collect_takes_every_node();
 	test_free_gives_back_all();
