@@ -16,6 +16,7 @@
  * usage: test_worker
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -356,6 +357,58 @@ static void stop_all(struct hwt_worker *w, int n)
 	expect(hwt_driver_count() == 0, "a stopped worker is still registered");
 }
 
+/* Context switches of this process's threads but the main one (the driver),
+ * from /proc; -1 where it cannot be read (not Linux). */
+static long driver_switches(void)
+{
+	char path[64], line[128];
+	long total = 0, tid, v;
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		FILE *f;
+		tid = atol(de->d_name);
+		if (tid <= 0 || tid == (long)getpid())
+			continue;
+		snprintf(path, sizeof path, "/proc/self/task/%ld/status", tid);
+		if (!(f = fopen(path, "r")))
+			continue;
+		while (fgets(line, sizeof line, f))
+			if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1 ||
+			    sscanf(line, "nonvoluntary_ctxt_switches: %ld", &v) == 1)
+				total += v;
+		fclose(f);
+	}
+	closedir(d);
+	return total;
+}
+
+/* The driver sleeps until a deadline, on whichever clock its condition
+ * variable waits (the wall clock in the HWT_CV_REALTIME build): a wait
+ * computed short would make it wake and wait again, a thread spinning. */
+static void driver_sleeps_until_the_deadline(void)
+{
+	static struct hwt_worker w;
+	static struct hwt_node n;
+	struct timespec ts = { 0, 150 * 1000000 };
+	long before, after;
+	int64_t now;
+	expect(hwt_worker_init(&w, MS, 4) == 0, "init");
+	expect(hwt_worker_start(&w) == 0, "start");
+	now = hwt_clock_ns();
+	hwt_node_init(&n);
+	hwt_worker_add(&w, &n, hwt_worker_tick_at(&w, now + 300 * MS), now);
+	nanosleep(&(struct timespec){ 0, 20 * 1000000 }, NULL); /* (the driver has taken the deadline) */
+	before = driver_switches();
+	nanosleep(&ts, NULL);
+	after = driver_switches();
+	if (before >= 0)
+		expect(after - before <= 10, "the driver woke more than 10 times in 150 ms before its deadline");
+	stop_all(&w, 1);
+}
+
 /* A worker started with a node already due soon (as one restarted after a
  * fork keeps its wheel) goes before the workers already driven whose next
  * wake-up is later: its node comes due on time, not at theirs. */
@@ -533,6 +586,7 @@ int main(void)
 	wake_socket_armed();
 	host_timed_leaves_level0_to_the_host();
 	init_out_of_memory();
+	driver_sleeps_until_the_deadline();
 	expect(unheld_unlocks == 0, "an unlock of a mutex not held");
 	printf("test_worker: the host's side of a worker; its wake-up descriptor (%s); many workers on one driver\n"
 	       "%d passed, %d failed\n",
@@ -541,6 +595,6 @@ int main(void)
 #else
 	       "an eventfd",
 #endif
-	       failures ? 0 : 12, failures);
+	       failures ? 0 : 13, failures);
 	return failures != 0;
 }
