@@ -80,6 +80,33 @@ static void host_takes_a_level0_expiry(void)
 	hwt_worker_destroy(&w);
 }
 
+/* A node added at a tick the wheel has passed (its caller read the clock,
+ * then the driver moved the wheel on before the lock was taken) is due at
+ * once, and the host's descriptor says so: a host that waits on it alone
+ * would otherwise sleep past it. */
+static void add_at_a_passed_tick_signals(void)
+{
+	struct hwt_worker w;
+	struct hwt_node n;
+	struct hwt_link into;
+	struct pollfd pfd;
+	int64_t now;
+	expect(hwt_worker_init(&w, MS, 4) == 0, "init");
+	hwt_node_init(&n);
+	hwt_list_init(&into);
+	hwt_worker_host_timed(&w); /* (so that the host's take moves the wheel on) */
+	now = w.origin + 5 * MS + MS / 2;
+	hwt_worker_take(&w, &into, now); /* the wheel at tick 5 */
+	expect(w.wheel.now == 5, "the host's take did not move the wheel to tick 5");
+	hwt_worker_add(&w, &n, 3, now); /* tick 3: passed */
+	pfd.fd = w.fds[0];
+	pfd.events = POLLIN;
+	expect(poll(&pfd, 1, 0) == 1, "a node added at a passed tick left the descriptor unreadable");
+	hwt_worker_take(&w, &into, now);
+	expect(taken(&into, &n), "a node added at a passed tick is not due");
+	hwt_worker_destroy(&w);
+}
+
 /* A deadline at the first tick of level 0's next block: there level 1
  * enters a span, which only swaps level 0's rings when it starts no drain,
  * so the host takes it; when the entry starts a drain (a node in level 1's
@@ -575,6 +602,7 @@ static void init_out_of_memory(void)
 int main(void)
 {
 	host_takes_a_level0_expiry();
+	add_at_a_passed_tick_signals();
 	host_takes_a_deadline_at_a_block_start();
 	host_leaves_the_worker_its_work();
 	tick_arithmetic_is_exact();
@@ -595,6 +623,6 @@ int main(void)
 #else
 	       "an eventfd",
 #endif
-	       failures ? 0 : 13, failures);
+	       failures ? 0 : 14, failures);
 	return failures != 0;
 }

@@ -209,6 +209,21 @@ describe("polling the timer", function()
       r = socket.select({ timer }, nil, 0)
       assert.equal(0, #r) -- drained: nothing more to read
     end)
+
+    -- (a host that waits on the descriptor alone, with no time limit, must
+    -- find it readable for a timeout due at once, from anywhere: here an
+    -- I/O handler of its loop, outside any callback)
+    it("is readable at once for a timeout scheduled due now, and for a reset to 0", function()
+      timer:schedule(0, function() end)
+      local r = socket.select({ timer }, nil, 0)
+      assert.equal(timer, r[1])
+      assert.equal(1, timer:dispatch())
+      local t = timer:schedule(60, function() end)
+      t:reset(0)
+      r = socket.select({ timer }, nil, 0)
+      assert.equal(timer, r[1])
+      assert.equal(1, timer:dispatch())
+    end)
   end)
 
   it("shows pending counts in tostring", function()
