@@ -239,3 +239,54 @@ describe("c:next and c:prev across daylight saving time", function()
     assert.same({ 2374673400, 2374677000 }, nexts("30 * * * *", 2374670000, 2, "Australia/Sydney"))
   end)
 end)
+
+-- prev from any instant, not only from the times next gave: the last time
+-- strictly before x is a time (next from a second before it gives it back)
+-- and none comes between it and x (next from it is x or later).
+describe("c:prev from any instant", function()
+  it("is a time, strictly before x, with none between: 400 instants an expression", function()
+    local state = 12345
+    local function random(n) -- (an LCG: the same instants on every Lua)
+      state = (state * 1103515245 + 12345) % 2147483648
+      return state % n
+    end
+    for _, case in ipairs({
+      { "*/7 5,17,45 3-9,22 * * *" }, { "10 59 23 31 12 *" }, { "0,30 */20 1 * * 1-5" },
+      { "15 2 29 2 *" }, { "* 0 0 1 1 *" }, { "30 2 * * *", "Europe/Berlin" }, { "*/10 * * * *", "America/New_York" },
+      { "45 59 * * * 0" }, { "0 0 * * 0-0" }, { "0 12 * * 1-0" }, { "20 59 3,22 * * *" }, { "20 58,59 3,22 * * *" },
+    }) do
+      local c = assert(cron.parse(case[1], { tz = case[2] }))
+      for i = 1, 400 do
+        local x = 946684800 + random(40 * 366 * 86400) -- (2000 to 2040)
+        if i % 2 == 0 then -- (half of them just around a time: a second, a minute, an hour off)
+          local offsets = { -3601, -3600, -61, -60, -59, -11, -5, -1, 1, 5, 59, 60, 61, 3600 }
+          x = c:next(x) + offsets[random(#offsets) + 1]
+        end
+        local p = c:prev(x)
+        local where = case[1] .. " from " .. x
+        assert.is_true(p < x, where .. ": " .. p)
+        assert.equal(p, c:next(p - 1), where .. ": " .. p .. " is not a time")
+        assert.is_true(c:next(p) >= x, where .. ": " .. c:next(p) .. " comes between " .. p .. " and x")
+      end
+    end
+  end)
+
+  -- (a day-of-week range that ends on Sunday, written 0: Friday to Sunday is
+  -- 5-0; 0-0 is Sunday alone, 1-0 every day)
+  it("reads a day-of-week range ending in Sunday as 0", function()
+    local function days(expr)
+      local c, seen, t = assert(cron.parse(expr)), {}, 1767225600 -- a Thursday
+      for _ = 1, 14 do
+        t = c:next(t)
+        seen[tonumber(os.date("!%w", t))] = true
+      end
+      local out = {}
+      for d = 0, 6 do if seen[d] then out[#out + 1] = d end end
+      return table.concat(out, ",")
+    end
+    assert.equal("0,5,6", days("0 12 * * 5-0"))
+    assert.equal("0", days("0 12 * * 0-0"))
+    assert.equal("0,1,2,3,4,5,6", days("0 12 * * 1-0"))
+    assert.equal("hwtimer.cron (0 12 * * 5, UTC)", tostring(assert(cron.parse("0 12 * * 5-6/3"))))
+  end)
+end)
