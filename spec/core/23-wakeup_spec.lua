@@ -144,6 +144,27 @@ describe("timer:wakeup", function()
     assert.equal("hwtimer: error in wakeup hook: refused by the hook\ntrue 2\nexit=0\n", out)
   end)
 
+  -- (without a hook nothing is called, whatever timeout() answered: nil for
+  -- nothing pending, a wait, or 0; stderr stays silent)
+  it("absent, is never called: schedules after each answer of timeout() print nothing", function()
+    local out, ok = require("spec.helpers").run_lua([[
+      local timer = require("hwtimer").new({ tick = 0.001 })
+      local function nop() end
+      assert(timer:timeout() == nil)
+      timer:schedule(0, nop)
+      timer:schedule(0.5, nop)
+      timer:dispatch()
+      assert(timer:timeout() > 0)
+      local t = timer:schedule(0.2, nop)
+      t:reset(0)
+      timer:every(0.01, nop)
+      timer:stop()
+      io.stdout:write("done\n")
+    ]])
+    assert.is_true(ok, out)
+    assert.equal("done\nexit=0\n", out)
+  end)
+
   it("set anew, forgets the wake-up the host planned before", function()
     timer:schedule(10, nop)
     timer:wakeup(function() woken = woken + 100 end)
