@@ -247,6 +247,27 @@ describe("the wake socket", function()
     assert.matches("0 after close\tnot a socket\n", out) -- (closed, not left open)
   end)
 
+  -- (a socket opened and not paired is closed by the next wake_socket(),
+  -- descriptor 0 too: the new one takes its place)
+  it("closes an unpaired wake socket on descriptor 0 when asked for another", function()
+    if os.getenv("LD_PRELOAD") then return pending("starts another interpreter: left to the plain runs") end
+    local out, ok = require("spec.helpers").run_lua([[
+      local hwtimer = require("hwtimer")
+      local hold = assert(io.open("/dev/null")) -- descriptor 0 while the timer opens its eventfd
+      local timer = hwtimer.new()
+      hold:close()
+      timer:wake_socket() -- descriptor 0
+      timer:wake_socket() -- closes it first, then opens the next: 0 again
+      local pid = io.open("/proc/self/stat"):read("*l"):match("^(%d+)")
+      local p = io.popen("for f in /proc/" .. pid .. "/fd/*; do readlink $f; done | grep -c socket")
+      print("sockets", tonumber(p:read("*a")))
+      p:close()
+      timer:close()
+    ]], "<&-")
+    assert.is_true(ok, out)
+    assert.matches("sockets\t1\n", out)
+  end)
+
   -- A host that arms from within a callback (the rest of the batch is not
   -- on the due list then) and dispatches with a limit: the timeouts left
   -- over wake it, as they keep the pipe readable.
