@@ -42,9 +42,9 @@ describe("hwtimer.retry ends in a final state", function()
   end)
 
   it("when max_pending refuses a later attempt: failed, the refusal reaches on_error", function()
-    local timer_errors = {}
+    local capped_errors = {}
     local capped = hwtimer.new({ max_pending = 1,
-      on_error = function(err) timer_errors[#timer_errors + 1] = tostring(err) end })
+      on_error = function(err) capped_errors[#capped_errors + 1] = tostring(err) end })
     local refusals, last_flags = {}, {}
     local r = hwtimer.retry(capped, function()
       capped:schedule(10, function() end) -- takes the only slot
@@ -61,7 +61,7 @@ describe("hwtimer.retry ends in a final state", function()
     assert.matches("too many pending timeouts", refusals[1])
     assert.same({ { "down", 1, true } }, last_flags) -- on_failure knew it was the last
     assert.is_nil(r:next_attempt())
-    assert.same({}, timer_errors) -- (on_error took it: nothing raised to the timer)
+    assert.same({}, capped_errors) -- (on_error took it: nothing raised to the timer)
     capped:close()
   end)
 
