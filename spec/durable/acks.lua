@@ -58,6 +58,19 @@ return function(env)
       for _, delay in ipairs(delays) do assert.equal(0, count(env.jobs("q" .. delay))) end
     end)
 
+    -- (ack_delay = 1: held for that second, not written at once as 0 is)
+    it("are held ack_delay = 1 s when no claim comes, the job leased meanwhile", function()
+      local queue = assert(env.open({ ack_delay = 1, poll = 60, sweep = 60, queue = "q1s" }))
+      local ran
+      queue:handle("k", function() ran = env.now() end)
+      assert(queue:schedule("k", 0.02))
+      assert.is_true(env.wait(function() return ran ~= nil end))
+      env.wait(function() return false end, 0.1)
+      assert.equal(1, count(env.jobs("q1s")), "the acknowledgement was written before its second")
+      assert.is_true(env.wait(function() return count(env.jobs("q1s")) == 0 end, 3))
+      assert.is_true(env.now() - ran >= 0.9, "written " .. (env.now() - ran) .. " s after the run")
+    end)
+
     it("are written at once when the timer was stopped during the pass", function()
       -- (in nginx: a worker exiting while a handler waits on a cosocket; an
       -- earlier pass's ack_delay timeout, pending then, never runs)
