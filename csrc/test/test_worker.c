@@ -599,6 +599,23 @@ static void init_out_of_memory(void)
 	expect(at > 4, "init said ENOMEM for fewer refusals than the wheel's four allocations");
 }
 
+/* A forked child's timer abandons its worker (the driver thread is the
+ * parent's, its lock may be held for ever): the memory and the descriptors
+ * are the child's own, and are given back. */
+static void abandon_gives_back_memory_and_descriptors(void)
+{
+	struct hwt_worker w;
+	long before = blocks_held();
+	int fds[2];
+	expect(hwt_worker_init(&w, MS, 9) == 0, "init");
+	fds[0] = w.fds[0];
+	fds[1] = w.fds[1];
+	hwt_worker_abandon(&w);
+	expect(blocks_held() == before, "an abandoned worker kept blocks");
+	expect(fcntl(fds[0], F_GETFD) < 0 && fcntl(fds[1], F_GETFD) < 0, "an abandoned worker kept its descriptor");
+	expect(w.fds[0] == -1 && w.wake_fd == -1, "an abandoned worker's descriptors not marked closed");
+}
+
 int main(void)
 {
 	host_takes_a_level0_expiry();
@@ -614,6 +631,7 @@ int main(void)
 	wake_socket_armed();
 	host_timed_leaves_level0_to_the_host();
 	init_out_of_memory();
+	abandon_gives_back_memory_and_descriptors();
 	driver_sleeps_until_the_deadline();
 	expect(unheld_unlocks == 0, "an unlock of a mutex not held");
 	printf("test_worker: the host's side of a worker; its wake-up descriptor (%s); many workers on one driver\n"
@@ -623,6 +641,6 @@ int main(void)
 #else
 	       "an eventfd",
 #endif
-	       failures ? 0 : 14, failures);
+	       failures ? 0 : 15, failures);
 	return failures != 0;
 }

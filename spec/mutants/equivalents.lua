@@ -737,9 +737,6 @@ return {
     from = "\treturn d <= 0 ? 0 : (uint64_t)(d / w->tick_ns); /* round down: never early */",
     to = "\treturn d < 0 ? 0 : (uint64_t)(d / w->tick_ns); /* round down: never early */",
     reason = "at d == 0 both branches give 0 (0 / tick_ns)" },
-  { file = "csrc/worker.c", from = "\tw->wake_fd = -1;", to = "", after = "\t\tclose(w->wake_fd);",
-    reason = "hwt_worker_abandon runs once, for a timer stopped in a forked child: its stop is marked before, so no "
-      .. "method, stop or collection reaches the worker again to read wake_fd" },
   { file = "csrc/lstats.c", from = "\tunsigned b = 0, k;", to = "\tunsigned b = 1, k;",
     reason = "timer:lateness's cumulative counts without bucket 0, the runs late by 0 ns or less: a run starts "
       .. "after its deadline's nanosecond (dispatch reads the clock after the deadline), so that bucket stays empty" },
