@@ -49,6 +49,15 @@ describe("hwtimer.sqlite", function()
     return n
   end
 
+  -- (its whole surface: the store's connections, the clock, the file watch
+  -- hwtimer.durable.sqlite_wake listens with, and the library's version)
+  it("gives open, now, watch and the SQLite version it runs on", function()
+    assert.is_function(sqlite.open)
+    assert.is_function(sqlite.now)
+    assert.is_function(sqlite.watch)
+    assert.matches("^3%.%d+%.%d+", sqlite.sqlite_version)
+  end)
+
   it("sets busy_timeout to the nearest millisecond, as SQLite reads it back", function()
     local db = assert(sqlite.open(":memory:"))
     for _, c in ipairs({ { 0, 0 }, { 0.05, 50 }, { 0.0015, 2 }, { 0.0014, 1 }, { 2.5, 2500 }, { 86400, 86400000 } }) do
