@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -599,6 +600,33 @@ static void init_out_of_memory(void)
 	expect(at > 4, "init said ENOMEM for fewer refusals than the wheel's four allocations");
 }
 
+/* With no descriptor left (EMFILE), init says so and keeps nothing: not a
+ * worker that looks made with its wheel already freed. */
+static void init_out_of_descriptors(void)
+{
+	struct rlimit old, low;
+	struct hwt_worker w;
+	int fds[128], n = 0, err;
+	long before;
+	if (getrlimit(RLIMIT_NOFILE, &old) != 0)
+		return;
+	low = old;
+	low.rlim_cur = 64;
+	if (setrlimit(RLIMIT_NOFILE, &low) != 0)
+		return;
+	while (n < 128 && (fds[n] = dup(2)) >= 0)
+		n++;
+	before = blocks_held();
+	err = hwt_worker_init(&w, MS, 4);
+	expect(err == EMFILE, "init with no descriptor left did not say EMFILE");
+	expect(blocks_held() == before, "init with no descriptor left kept blocks");
+	if (err == 0)
+		hwt_worker_destroy(&w);
+	while (n > 0)
+		close(fds[--n]);
+	setrlimit(RLIMIT_NOFILE, &old);
+}
+
 /* A forked child's timer abandons its worker (the driver thread is the
  * parent's, its lock may be held for ever): the memory and the descriptors
  * are the child's own, and are given back. */
@@ -632,6 +660,7 @@ int main(void)
 	host_timed_leaves_level0_to_the_host();
 	init_out_of_memory();
 	abandon_gives_back_memory_and_descriptors();
+	init_out_of_descriptors();
 	driver_sleeps_until_the_deadline();
 	expect(unheld_unlocks == 0, "an unlock of a mutex not held");
 	printf("test_worker: the host's side of a worker; its wake-up descriptor (%s); many workers on one driver\n"
@@ -641,6 +670,6 @@ int main(void)
 #else
 	       "an eventfd",
 #endif
-	       failures ? 0 : 15, failures);
+	       failures ? 0 : 16, failures);
 	return failures != 0;
 }

@@ -245,10 +245,12 @@ describe("timer:stats()", function()
       if runs == 1 then helpers.busy(0.035) end -- misses at least 3 periods
       if runs == 2 then t:cancel() end
     end)
+    timer:stats(true) -- (the window starts here)
     timer:run(5)
     local s = check_identity(timer)
     assert.equal(2, runs)
     assert.is_true(s.skipped >= 3, "skipped " .. s.skipped)
+    assert.equal(s.skipped, timer:stats(true).skipped) -- (the window since saw them all)
     -- a fixed delay never skips
     local tm = hwtimer.new()
     local n, p = 0, nil

@@ -258,6 +258,21 @@ describe("hwtimer.durable with Redis", function()
       assert.near(1e9 + 0.005, self.offset, 0.0015)
     end)
 
+    -- A reply outside the old bounds, widened (the server's clock, or ours,
+    -- stepped): the bounds start over from that reply alone.
+    it("stamps start over from the last reply when it falls outside the bounds kept (a clock stepped)", function()
+      local calls_ = require("hwtimer.durable.redis_client")
+      local mono = calls_.mono
+      local self = { offset_lo = 1e9, offset_hi = 1e9 + 0.001, synced_at = mono() }
+      local sent = mono() - 0.01
+      local time_us = string.format("%.0f", (sent + 1e9 + 3600) * 1e6) -- an hour ahead of the bounds
+      assert(calls_.sync(self, { time_us }, nil, sent))
+      -- the reply alone: [TIME - now, TIME - sent], 10 ms wide, an hour on
+      assert.is_true(self.offset_hi - self.offset_lo <= 0.0105, ("%.6f"):format(self.offset_hi - self.offset_lo))
+      assert.near(1e9 + 3600, self.offset_hi, 0.0001)
+      assert.near(1e9 + 3600 - 0.005, self.offset, 0.003)
+    end)
+
     it("stamps from the upper bound, widened by the drift since the last reply; none when the bounds are too wide", function()
       local calls_ = require("hwtimer.durable.redis_client")
       local mono, boot = calls_.mono, calls_.boot

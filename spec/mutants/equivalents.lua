@@ -817,4 +817,20 @@ return {
   { file = "lua/hwtimer/durable/redis_client.lua", from = "  if ok and core.now then", to = "  if ok or core.now then",
     reason = "with the module, ok and core.now are both true; without it, core is pcall's message, a string, and "
       .. "a string's .now looks in the string library, where there is none: false either way" },
+  { file = "csrc/compat.h", from = "\tidx = idx < 0 ? lua_gettop(L) + idx + 1 : idx;",
+    to = "\tidx = idx <= 0 ? lua_gettop(L) + idx + 1 : idx;",
+    reason = "5.1's stand-in for lua_absindex: no caller passes 0, which is no stack index at all" },
+  { file = "csrc/wheel.c", from = "\t\ti = first_from(w, ring, i + 1);", to = "\t\ti = first_from(w, ring, i + 2);",
+    after = "\tif (i != NO_SLOT && job_active(w, lvl) && w->jobs[lvl].src == slot_of(w, ring, i))",
+    reason = "span_event skips the slot a drain job empties; the slot after it enters its span later than that "
+      .. "slot's own span starts, which the job's deadline (upper_next takes it too) does not pass: the mutant "
+      .. "skips one more slot whose event never wins" },
+  { file = "lua/hwtimer/ngx.lua", from = "  return (math.max(1, ms) + 0.5) / 1000",
+    to = "  return (math.max(2, ms) + 0.5) / 1000",
+    reason = "not shown equivalent, not observable: the dispatcher's shortest sleep on nginx's millisecond "
+      .. "timers 2 ms in place of 1, where the wake socket (or a shorter deadline's datagram) wakes it first" },
+  { file = "lua/hwtimer/ngx.lua", from = "    until self.took >= gen or not posted or now() >= limit",
+    to = "    until self.took >= gen or not posted or now() > limit",
+    reason = "not shown equivalent, not observable: only a handover wait that reads the clock exactly at its "
+      .. "0.1 s limit differs" },
 }
