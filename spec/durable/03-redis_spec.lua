@@ -117,6 +117,24 @@ describe("hwtimer.durable with Redis", function()
   local function wait(done, secs) return helpers.wait_until(timer, done, secs or 5) end
 
   describe("durable.open", function()
+    -- (a client whose methods come through its metatable, as an instance of
+    -- a class does, lua-resty-redis's among them, is a client, not a
+    -- function that connects)
+    it("takes a client object whose methods come through its metatable", function()
+      local c = connect()
+      local wrapped = setmetatable({}, { __index = function(_, k)
+        local f = c[k]
+        if type(f) ~= "function" then return f end
+        return function(_, ...) return f(c, ...) end
+      end })
+      q = assert(open({ redis = wrapped }))
+      local ran
+      q:handle("k", function(job) ran = job.payload end)
+      assert(q:schedule("k", 0, "through the metatable"))
+      assert.truthy(wait(function() return ran end))
+      assert.equal("through the metatable", ran)
+    end)
+
     it("makes its keys under one hash tag and opens them again", function()
       q = assert(open())
       assert.equal("hwtimer.durable (redis " .. store_base() .. ", queue default, 0 in the window)", tostring(q))
