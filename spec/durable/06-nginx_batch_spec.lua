@@ -230,6 +230,23 @@ http {
       B.WAIT, B.MAX = wait, max
       ngx.say(table.concat(got, "|"))
     } }
+    # One job a round trip (MAX 1), four callers at once: A sends; B, C and D
+    # wait in line, each sent in turn by the one before's end. Each answer.
+    location = /batch_line { content_by_lua_block {
+      local B = require("hwtimer.durable.redis_batch")
+      local wait, max = B.WAIT, B.MAX
+      B.WAIT, B.MAX = 2, 1
+      local b = B.new(function() ngx.sleep(0.02) return "stored" end)
+      local ts = {}
+      for i = 1, 4 do ts[i] = ngx.thread.spawn(function() return b:add({}) end) end
+      local got = {}
+      for _, t in ipairs(ts) do
+        local _, res, err = ngx.thread.wait(t)
+        got[#got + 1] = tostring(res) .. " " .. tostring(err)
+      end
+      B.WAIT, B.MAX = wait, max
+      ngx.say(table.concat(got, "|"))
+    } }
     # A gathering that a caller never ends: L sends K's job with its own, and
     # K's request is killed in that round trip (never to wake); G's schedule
     # then gathers for K until GATHER (0.05 s) and sends alone; W1 and W2
@@ -551,6 +568,13 @@ describe("OpenResty: schedules of concurrent requests share round trips to Redis
       socket.sleep(0.1)
     end
     assert.equal(12000, runs)
+  end)
+
+  -- (a line longer than a round trip takes: the rest keep their places)
+  it("sends a line longer than MAX in turn, each caller answered by its own round trip", function()
+    local status, body = N.get(port, "/batch_line", 30)
+    assert.equal(200, status, body)
+    assert.equal("stored nil|stored nil|stored nil|stored nil\n", body)
   end)
 
   it("answers a caller whose wait ends while a young round trip is in flight that none ended, not sending", function()
