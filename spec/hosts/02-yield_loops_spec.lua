@@ -200,6 +200,25 @@ describe("hwtimer.cqueues: callbacks may yield to cqueues", function()
     assert.is_true(waited < 0.2, "the signal came " .. waited .. " s after the wait began")
   end)
 
+  -- (an object polled through its pollfd, which gives a condition, as a
+  -- cqueues.promise does: the same care as for the condition itself)
+  it("a callback waiting on an object whose pollfd is a condition gets its signal from one in the same batch", function()
+    local cond = require("cqueues.condition").new()
+    local waitable = { pollfd = function() return cond end }
+    local woken, waited
+    timer:schedule(0.01, function()
+      local t0 = hwtimer.now()
+      woken = cqueues.poll(waitable, 2) == waitable -- (the object itself when signalled; nothing after 2 s)
+      waited = hwtimer.now() - t0
+    end)
+    timer:schedule(0.01, function() cond:signal() end)
+    finish_when(function() return woken ~= nil end)
+    assert(run())
+    assert.same({}, errors)
+    assert.is_true(woken, "the signal was lost: the wait ended after " .. tostring(waited) .. " s")
+    assert.is_true(waited < 0.2, "the signal came " .. waited .. " s after the wait began")
+  end)
+
   it("a timer attached again after detach() keeps its wake-up while a callback waits", function()
     attached.detach()
     attached = glue.attach(timer, cq, { on_error = record })
