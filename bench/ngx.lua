@@ -16,7 +16,10 @@
 --        many ngx.timer.at could hold (lua_max_pending_timers set to 2^20).
 -- usage (make bench runs it): lua5.4 bench/ngx.lua [runs] [scale]
 --        (bench/compare.lua):   lua5.4 bench/ngx.lua one count|io N AHEAD
--- with HWT_NGX_PATH / HWT_NGX_CPATH pointing at lua/ and build/jit/.
+-- with HWT_NGX_PATH / HWT_NGX_CPATH pointing at lua/ and build/jit/;
+-- HWT_BENCH_NGX_OPTS='{ slice = 0.05 }' gives hwtimer.ngx.new options (a Lua
+-- table constructor) for weighing one against the defaults.
+-- The round trips go to an upstream of its own (UPSTREAM, below).
 package.path = "./?.lua;" .. package.path
 local N = require("spec.nginx")
 local socket = require("socket")
@@ -39,7 +42,7 @@ http {
   lua_max_pending_timers 1048576;
   lua_max_running_timers 4096;
   init_worker_by_lua_block {
-    package.loaded.timer = assert(require("hwtimer.ngx").new())
+    package.loaded.timer = assert(require("hwtimer.ngx").new(@OPTS@))
     package.loaded.st = { n = 0, first = 0, last = 0, start = 0 }
     package.loaded.round_trip = function()   -- one HTTP round trip to /pong; true if answered
       local sock = ngx.socket.tcp()
@@ -50,10 +53,6 @@ http {
       sock:close()
       return ok
     end
-  }
-  server {
-    listen 127.0.0.1:@PONG@ backlog=4096;   # 2,000 connect at once: none dropped
-    location = /pong { return 200 "pong"; }
   }
   server {
     listen 127.0.0.1:@PORT@;
@@ -152,6 +151,24 @@ http {
 }
 ]]
 
+-- The upstream of the round trips: an nginx of its own (one worker), as an
+-- upstream or a Redis is another process, so that the figures are the timer
+-- worker's work (its callbacks' half of each round trip) and not also the
+-- answering half, which is the same for both systems (before 2026-12-07 the
+-- same worker served both ends, about twice the work a callback).
+local UPSTREAM = [[
+@HEAD@
+events { worker_connections 30000; }
+http {
+  access_log off;
+  server {
+    listen 127.0.0.1:@PONG@ backlog=4096;   # 2,000 connect at once: none dropped
+    location = /pong { return 200 "pong"; }
+  }
+}
+]]
+local upstream, pong -- started once, at the first run; stopped at the end
+
 local function rss_kb(pid)
   local f = assert(io.open("/proc/" .. pid .. "/status"))
   local s = f:read("*a")
@@ -160,9 +177,14 @@ local function rss_kb(pid)
 end
 
 local function start()
-  local port, pong = N.free_port(), N.free_port()
-  while pong == port do pong = N.free_port() end -- (a port let go may come back: two servers on one would merge)
-  local ngx_ = N.start(N.config(CONF, { PORT = port, PONG = pong }))
+  if not upstream then
+    pong = N.free_port()
+    upstream = N.start(N.config(UPSTREAM, { PONG = pong }))
+    assert(N.wait_listening(pong, "/pong"), upstream.log())
+  end
+  local port = N.free_port()
+  while pong == port do port = N.free_port() end -- (a port let go may come back: two servers on one would merge)
+  local ngx_ = N.start(N.config(CONF, { PORT = port, PONG = pong, OPTS = os.getenv("HWT_BENCH_NGX_OPTS") or "" }))
   assert(N.wait_listening(port, "/ping"), ngx_.log())
   return ngx_, port
 end
@@ -253,11 +275,15 @@ end
 
 -- One figure of hwtimer.ngx alone, for bench/compare.lua (which points
 -- HWT_NGX_PATH / HWT_NGX_CPATH at each build in turn):
---   lua5.4 bench/ngx.lua one count|io N AHEAD   prints callbacks_per_s=...
+--   lua5.4 bench/ngx.lua one count|io N AHEAD [hwtimer|ngx]   prints callbacks_per_s=...
 if arg[1] == "one" then
-  local work, n, ahead = arg[2], tonumber(arg[3]), tonumber(arg[4])
-  assert((work == "count" or work == "io") and n and ahead, "usage: bench/ngx.lua one count|io N AHEAD")
-  print(("system=hwtimer.ngx workload=%s callbacks_per_s=%.0f"):format(work, rate("hwtimer", work, n, ahead)))
+  local work, n, ahead, sys = arg[2], tonumber(arg[3]), tonumber(arg[4]), arg[5] or "hwtimer"
+  assert((work == "count" or work == "io") and n and ahead and (sys == "hwtimer" or sys == "ngx"),
+         "usage: bench/ngx.lua one count|io N AHEAD [hwtimer|ngx]")
+  local ok, r = pcall(rate, sys, work, n, ahead)
+  if upstream then upstream.stop() end
+  if not ok then error(r, 0) end
+  print(("system=%s workload=%s callbacks_per_s=%.0f"):format(sys == "ngx" and "ngx.timer.at" or "hwtimer.ngx", work, r))
   os.exit(0)
 end
 
@@ -268,34 +294,42 @@ local function report(fmt, ...)
   lines[#lines + 1] = line
 end
 
-local n_fast, n_io, n_park = math.floor(200000 * SCALE), math.floor(2000 * SCALE), math.floor(1000000 * SCALE)
-report("hwtimer.ngx bench: medians of %d runs, scale %g, %s", RUNS, SCALE, os.date("!%Y-%m-%d %H:%M UTC"))
-for _, w in ipairs({ { "W6a", "count", n_fast, 0.2 }, { "W6a", "count", n_fast, 0.01 },
-                     { "W6b", "io", n_io, 0.2 }, { "W6b", "io", math.floor(n_io / 4), 0.2 } }) do
-  local h, hr, t, tr = measure2(function() return rate("hwtimer", w[2], w[3], w[4]) end,
-                                function() return rate("ngx", w[2], w[3], w[4]) end)
-  report("%s %-5s callbacks/s, %d due at once %g s ahead: hwtimer.ngx %.3gM (runs %s), ngx.timer.at %.3gM (runs %s), ratio %.2fx",
-    w[1], w[2], w[3], w[4], h / 1e6, millions(hr), t / 1e6, millions(tr), h / t)
-end
-do
-  local h1, h2, t1, t2 = {}, {}, {}, {}
-  for i = 1, RUNS do
-    local h, t = bursts("hwtimer"), bursts("ngx")
-    h1[i], h2[i], t1[i], t2[i] = h[1], h[2], t[1], t[2]
+-- Every figure, the upstream stopped by its pid whatever happens.
+local function main()
+  local n_fast, n_io, n_park = math.floor(200000 * SCALE), math.floor(2000 * SCALE), math.floor(1000000 * SCALE)
+  report("hwtimer.ngx bench: medians of %d runs, scale %g, %s", RUNS, SCALE, os.date("!%Y-%m-%d %H:%M UTC"))
+  for _, w in ipairs({ { "W6a", "count", n_fast, 0.2 }, { "W6a", "count", n_fast, 0.01 },
+                       { "W6b", "io", n_io, 0.2 }, { "W6b", "io", math.floor(n_io / 4), 0.2 } }) do
+    local h, hr, t, tr = measure2(function() return rate("hwtimer", w[2], w[3], w[4]) end,
+                                  function() return rate("ngx", w[2], w[3], w[4]) end)
+    report("%s %-5s callbacks/s, %d due at once %g s ahead: hwtimer.ngx %.3gM (runs %s), " ..
+      "ngx.timer.at %.3gM (runs %s), ratio %.2fx",
+      w[1], w[2], w[3], w[4], h / 1e6, millions(hr), t / 1e6, millions(tr), h / t)
   end
-  local function ms(list)
-    local out = {}
-    for i, v in ipairs(list) do out[i] = ("%.1f"):format(v * 1000) end
-    return table.concat(out, " ")
+  do
+    local h1, h2, t1, t2 = {}, {}, {}, {}
+    for i = 1, RUNS do
+      local h, t = bursts("hwtimer"), bursts("ngx")
+      h1[i], h2[i], t1[i], t2[i] = h[1], h[2], t[1], t[2]
+    end
+    local function ms(list)
+      local out = {}
+      for i, v in ipairs(list) do out[i] = ("%.1f"):format(v * 1000) end
+      return table.concat(out, " ")
+    end
+    report("W6d p99 lateness of 1,000 counting amid 2,000 cosocket round trips, first burst / next (ms): " ..
+      "hwtimer.ngx %.1f / %.1f (runs %s / %s), ngx.timer.at %.1f / %.1f (runs %s / %s)",
+      median(h1) * 1000, median(h2) * 1000, ms(h1), ms(h2), median(t1) * 1000, median(t2) * 1000, ms(t1), ms(t2))
   end
-  report("W6d p99 lateness of 1,000 counting amid 2,000 cosocket round trips, first burst / next (ms): " ..
-    "hwtimer.ngx %.1f / %.1f (runs %s / %s), ngx.timer.at %.1f / %.1f (runs %s / %s)",
-    median(h1) * 1000, median(h2) * 1000, ms(h1), ms(h2), median(t1) * 1000, median(t2) * 1000, ms(t1), ms(t2))
+  local hh, hg = parked("hwtimer", n_park)
+  local th, tg = parked("ngx", n_park)
+  report("W6c %d pending an hour ahead: hwtimer.ngx holds %d, RSS +%.0f MB (%.0f B each); " ..
+    "ngx.timer.at holds %d, RSS +%.0f MB (%.0f B each)",
+    n_park, hh, hg, hg * 1048576 / math.max(hh, 1), th, tg, tg * 1048576 / math.max(th, 1))
 end
-local hh, hg = parked("hwtimer", n_park)
-local th, tg = parked("ngx", n_park)
-report("W6c %d pending an hour ahead: hwtimer.ngx holds %d, RSS +%.0f MB (%.0f B each); ngx.timer.at holds %d, RSS +%.0f MB (%.0f B each)",
-  n_park, hh, hg, hg * 1048576 / math.max(hh, 1), th, tg, tg * 1048576 / math.max(th, 1))
+local ok, err = pcall(main)
+if upstream then upstream.stop() end
+if not ok then error(err, 0) end
 
 if SCALE >= 1 and RUNS >= 3 then
   local f = assert(io.open("bench/results_ngx.txt", "w"))
