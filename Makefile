@@ -237,9 +237,15 @@ test-c: $(CBUILD)/test_wheel $(CBUILD)/test_wheel_ubsan $(CBUILD)/test_worker $(
 	$(CBUILD)/test_checkpoint
 
 # SPECS: some spec files only (default: all); BUSTED_FLAGS: e.g. --no-keep-going.
+# SPEC_JOBS spec files run side by side (most only wait, on time or on
+# sockets); those marked `spec: alone` (they measure time) run after them,
+# with nothing beside them (spec/run.sh). SPEC_JOBS=1: one file at a time.
+SPEC_JOBS  ?= 3
+# The sanitizer and valgrind runs: each process there is CPU-bound.
+CHECK_JOBS ?= 2
 test-spec: $(MODULE) $(TESTUTIL) $(FAILTHREAD) sqlite compat
 	@echo "== specs on $$($(LUA) -v 2>&1 | head -1)"
-	$(RUN_ENV) spec/run.sh busted --lua=$(LUA) $(BUSTED_FLAGS) -- $(SPECS)
+	$(RUN_ENV) spec/run.sh -j $(SPEC_JOBS) busted --lua=$(LUA) $(BUSTED_FLAGS) -- $(SPECS)
 
 # The released rocks, installed from dist/ by luarocks from another directory into
 # build/<version>/rock, and the specs run against that tree alone. First, that
@@ -262,7 +268,7 @@ test-rock: $(TESTUTIL) $(FAILTHREAD) dist compat
 	@diff $(ROCKTREE)/expected $(ROCKTREE)/installed || \
 	  { echo "test-rock: the rocks installed other Lua files than lua/ holds (< lua/, > installed)"; exit 1; }
 	$(ROCK_ENV) $(LUA) -e 'for _, m in ipairs({ "hwtimer.core", "hwtimer.sqlite" }) do local p = package.searchpath(m, package.cpath); assert(p:find("$(ROCKTREE)", 1, true), p); print("== specs against the rocks: " .. p) end'
-	HWT_QUICK=1 $(ROCK_ENV) spec/run.sh busted --lua=$(LUA)
+	HWT_QUICK=1 $(ROCK_ENV) spec/run.sh -j $(SPEC_JOBS) busted --lua=$(LUA)
 
 # ---- dist: the source tarball and the two packed source rocks, offline ----------
 # The tarball holds the files git tracks (and new ones it does not ignore), as
@@ -381,7 +387,7 @@ build/asan/hwtimer/sqlite.so build/tsan/hwtimer/sqlite.so: $(SQLITE_SRC) csrc/du
 # connects outlasted its 0.3 s under ASan in a CI run of 2026-11-27.
 check-asan: build/asan/hwtimer/core.so build/asan/hwtimer/sqlite.so $(TESTUTIL) $(FAILTHREAD) compat
 	ASAN_OPTIONS=detect_leaks=0 HWT_STRESS_N=1000000 HWT_SLOW=3 $(SAN_RUN) LUA_CPATH='build/asan/?.so;$(BUILD)/test/?.so;;' \
-	  spec/run.sh -t 600 env LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	  spec/run.sh -t 600 -j $(CHECK_JOBS) env LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	  $(LUA) /usr/bin/busted $(BUSTED_FLAGS) $(if $(SPECS),-- $(SPECS))
 
 # A TSan build under schedule/cancel storms while the worker expires at a 1 ms
@@ -400,7 +406,7 @@ check-tsan: build/tsan/hwtimer/core.so build/tsan/hwtimer/sqlite.so $(TESTUTIL) 
 # The whole suite (or SPECS, with BUSTED_FLAGS) under valgrind memcheck with a collector that never rests:
 # no error, no definitely lost block.
 check-valgrind: $(MODULE) $(TESTUTIL) $(FAILTHREAD) compat
-	HWT_SLOW=20 $(RUN_ENV) spec/run.sh -t 1200 valgrind -q --fair-sched=yes --error-exitcode=9 --leak-check=full \
+	HWT_SLOW=20 $(RUN_ENV) spec/run.sh -t 1200 -j $(CHECK_JOBS) valgrind -q --fair-sched=yes --error-exitcode=9 --leak-check=full \
 	  --errors-for-leak-kinds=definite $(LUA) /usr/bin/busted --helper=spec/helpers_gc_aggressive.lua $(BUSTED_FLAGS) \
 	  $(if $(SPECS),-- $(SPECS))
 

@@ -1,3 +1,4 @@
+-- spec: alone (closes p99 within 1 s; spec/run.sh -j runs it with nothing beside it)
 -- examples/openresty-durable (an orders service: an order not paid within
 -- 2 s is closed by a durable job whose handler makes a 50 ms call through a
 -- cosocket) in a real nginx with two workers, once per store: a SQLite file,

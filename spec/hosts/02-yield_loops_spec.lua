@@ -1,3 +1,4 @@
+-- spec: alone (p99 lateness under 50 ms in real loops; spec/run.sh -j runs it with nothing beside it)
 -- Callbacks that yield to their event loop: cqueues and copas sockets for
 -- real, on loopback (127.0.0.1 only), through hwtimer.cqueues and
 -- hwtimer.copas. Each spec fails if callbacks ran below timer:dispatch()

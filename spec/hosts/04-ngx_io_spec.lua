@@ -1,3 +1,4 @@
+-- spec: alone (requests served within p99 10 ms or 2x ngx.timer.at's; spec/run.sh -j runs it with nothing beside it)
 -- hwtimer.ngx callbacks that do real I/O in a real nginx: cosockets to an
 -- upstream and to a real redis-server, ngx.sleep, retry of a network call,
 -- the crash reproducer of issue 10, every path that must wake the

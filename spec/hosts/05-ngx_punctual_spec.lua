@@ -1,3 +1,4 @@
+-- spec: alone (p99 lateness within 1 ms of ngx.timer.at's; spec/run.sh -j runs it with nothing beside it)
 -- hwtimer.ngx keeps callbacks that do not wait on time while others wait on
 -- I/O, beside ngx.timer.at in the same run (issue 21). One request
 -- schedules `io` callbacks due over 10-59 ms, each an HTTP round trip

@@ -1,3 +1,4 @@
+-- spec: alone (p99 lateness within 1 ms of cqueues.sleep's; spec/run.sh -j runs it with nothing beside it)
 -- hwtimer.cqueues keeps callbacks that do not wait on time while others wait
 -- on I/O: the shape of spec/hosts/05-ngx_punctual_spec.lua, with cqueues'
 -- own sleeping coroutines as the peer. 2,000 callbacks due over 10-59 ms

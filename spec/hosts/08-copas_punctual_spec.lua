@@ -1,3 +1,4 @@
+-- spec: alone (p99 lateness beside copas.sleep's; spec/run.sh -j runs it with nothing beside it)
 -- hwtimer.copas keeps callbacks that do not wait on time while others wait
 -- on I/O: the shape of spec/hosts/05-ngx_punctual_spec.lua and
 -- 06-cqueues_punctual_spec.lua. Copas 1.x (Debian's) has no sleep of its own
