@@ -93,10 +93,11 @@ static int timer_stop(lua_State *L)
 	return 1;
 }
 
+/* (Extra arguments may stay: stop_timer reads the timer at index 1 and
+ * whatever it pushes by indexes taken after pushing.) */
 static int timer_close(lua_State *L)
 {
 	struct timer *T = lhwt_to_timer(L, 1);
-	lua_settop(L, 1);
 	stop_timer(L, T, 0);
 	return 0;
 }

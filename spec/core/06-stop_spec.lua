@@ -102,6 +102,15 @@ describe("timer:close", function()
     assert.has_error(function() timer:schedule(1, print) end, "attempt to use a stopped timer")
   end)
 
+  it("takes extra arguments (as __close gives it) and still cancels every timeout, returning nothing", function()
+    local timer = hwtimer.new()
+    local t = timer:schedule(1, function() end, "a", "b")
+    local p = timer:every(0.5, function() end)
+    assert.equal(0, select("#", timer:close("x", {}, 3)))
+    assert.same({ "cancelled", "cancelled" }, { t:state(), p:state() })
+    assert.equal(0, timer:pending())
+  end)
+
   it("runs for a to-be-closed variable", function()
     if _VERSION < "Lua 5.4" then return pending("to-be-closed variables need Lua 5.4") end
     local chunk = load([[

@@ -208,9 +208,14 @@ describe("hwtimer.durable with Redis", function()
     end)
 
     it("raises on bad arguments, naming them", function()
-      assert.has_error(function() durable.open(timer, { redis = {}, prefix = "app" }) end,
-        "bad argument #2 to 'open' (option 'redis': Redis client (with evalsha, script and rpush methods) or function " ..
-          "expected)")
+      -- each of the three methods wanted: a table lacking any one is not a client
+      local fn = function() end
+      for _, partial in ipairs({ {}, { evalsha = fn }, { evalsha = fn, script = fn }, { evalsha = fn, rpush = fn },
+                                 { script = fn, rpush = fn } }) do
+        assert.has_error(function() durable.open(timer, { redis = partial, prefix = "app" }) end,
+          "bad argument #2 to 'open' (option 'redis': Redis client (with evalsha, script and rpush methods) or function " ..
+            "expected)")
+      end
       assert.has_error(function() durable.open(timer, { redis = client, prefix = "" }) end,
         "bad argument #2 to 'open' (option 'prefix': non-empty string expected)")
       assert.has_error(function() durable.open(timer, { redis = client, path = "x.db" }) end,

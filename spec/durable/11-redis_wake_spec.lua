@@ -704,4 +704,23 @@ describe("hwtimer.durable.redis_wake: a plain Lua process listens for wake-ups",
     obj:close()
     t3:close()
   end)
+
+  it("closes the connection whose SUBSCRIBE could not be sent, and says why", function()
+    local t3, broken, sock = hwtimer.new(), false, nil
+    local cut = assert(durable.open(t3, { prefix = "lw", redis = function()
+      local c = redis.connect("127.0.0.1", server.port)
+      if broken then -- (this connection cannot send: its writes fail at once)
+        sock = c.network.socket
+        sock:shutdown("send")
+      end
+      return c
+    end }))
+    broken = true
+    local l, err = wake.listen(cut)
+    assert.is_nil(l)
+    assert.matches("^hwtimer.durable: SUBSCRIBE: ", err)
+    assert.equal(-1, sock:getfd(), "the connection was left open")
+    cut:close()
+    t3:close()
+  end)
 end)
