@@ -1,3 +1,4 @@
+-- spec: alone (its "a job due now starts in the first dispatch" failed once beside other files, LuaJIT; not yet understood)
 -- hwtimer.durable with its Redis engine: every line of the contract (issue 11)
 -- against a real redis-server that this spec starts on a free loopback port
 -- and stops by its pid, through redis-lua (Debian lua-redis); the faults
