@@ -240,7 +240,7 @@ test-c: $(CBUILD)/test_wheel $(CBUILD)/test_wheel_ubsan $(CBUILD)/test_worker $(
 # SPEC_JOBS spec files run side by side (most only wait, on time or on
 # sockets); those marked `spec: alone` (they measure time) run after them,
 # with nothing beside them (spec/run.sh). SPEC_JOBS=1: one file at a time.
-SPEC_JOBS  ?= 3
+SPEC_JOBS  ?= 2
 # The sanitizer and valgrind runs: each process there is CPU-bound.
 CHECK_JOBS ?= 2
 test-spec: $(MODULE) $(TESTUTIL) $(FAILTHREAD) sqlite compat
