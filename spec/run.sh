@@ -114,8 +114,8 @@ finish() {
 }
 
 # Files that measure time run alone, after the others. Side by side, the
-# largest files start first (the longest, roughly: durable/01 and 03 take
-# half a Lua's run), so that no long one starts last.
+# largest files start first (the longest, roughly: durable/01 alone takes a
+# third of a Lua's run), so that no long one starts last.
 together=() alone=()
 for f in "${files[@]}"; do
   if [ "$jobs" -gt 1 ] && head -n 20 "$f" | grep -q 'spec: alone'; then alone+=("$f"); else together+=("$f"); fi
@@ -124,12 +124,18 @@ if [ "$jobs" -gt 1 ] && [ ${#together[@]} -gt 1 ]; then
   mapfile -t together < <(for f in "${together[@]}"; do echo "$(wc -c <"$f") $f"; done | sort -rn | cut -d' ' -f2-)
 fi
 
-if [ "$jobs" -le 1 ]; then
-  for f in "${together[@]}"; do
+# Files one at a time, each one's output as it comes.
+one_by_one() {
+  local f
+  for f in "$@"; do
     launch "$f" live
     until over "$f"; do sleep 0.2; done
     finish "$f"
   done
+}
+
+if [ "$jobs" -le 1 ]; then
+  one_by_one "${together[@]}"
 else
   running=()
   next=0
@@ -146,11 +152,7 @@ else
     done
     running=("${still[@]}")
   done
-  for f in "${alone[@]}"; do
-    launch "$f" live
-    until over "$f"; do sleep 0.2; done
-    finish "$f"
-  done
+  one_by_one "${alone[@]}"
 fi
 # Where the time went: the five slowest files (whole seconds, wall clock).
 if [ ${#times[@]} -gt 1 ]; then
