@@ -113,8 +113,9 @@ http {
       table.sort(gaps)
       local function q(p) return #gaps > 0 and (gaps[math.max(1, math.ceil(#gaps * p))] - 0.5) * 1000 or -1 end
       local s = d and d:stats() or {}
-      ngx.shared.results:set("w" .. ngx.worker.id(), ("%d %d %.3f %.3f %.3f %d %d"):format(
-        checks, failed, q(0.5), q(0.99), q(1), s.handovers or 0, s.runners_peak or 0))
+      ngx.shared.results:set("w" .. ngx.worker.id(), ("%d %d %.3f %.3f %.3f %d %d %d %d"):format(
+        checks, failed, q(0.5), q(0.99), q(1), s.handovers or 0, s.runners_peak or 0,
+        s.wakeups or 0, s.empty_wakeups or 0))
     end
   }
   server {
@@ -191,6 +192,8 @@ local function one_run(mode, up_port)
     r.p50, r.p99, r.max = math.max(rows[1][3], rows[2][3]), math.max(rows[1][4], rows[2][4]),
       math.max(rows[1][5], rows[2][5])
     r.handovers, r.peak = rows[1][6] + rows[2][6], math.max(rows[1][7], rows[2][7])
+    -- the dispatchers' sleeps and those that woke to nothing due, since nginx started
+    r.wakeups, r.empty = rows[1][8] + rows[2][8], rows[1][9] + rows[2][9]
     local n = 0
     for _ in ngx_.log():gmatch("[^\n]+") do n = n + 1 end
     r.log_lines = n
@@ -228,8 +231,8 @@ if not ok then error(err, 0) end
 
 print(("health checks in nginx: 2 workers x %d targets every 0.5 s, a cosocket GET answered in 5 ms; " ..
   "medians of %d runs of %g s, %s"):format(TARGETS, RUNS, WINDOW, os.date("!%Y-%m-%d %H:%M UTC")))
-print(("%-16s %12s %8s %14s %20s %11s %10s %10s"):format("start", "CPU/worker", "thread", "checks/s/target",
-  "gap-0.5s p50/p99/max", "error.log", "handovers", "runners"))
+print(("%-16s %12s %8s %14s %20s %11s %10s %10s %14s"):format("start", "CPU/worker", "thread", "checks/s/target",
+  "gap-0.5s p50/p99/max", "error.log", "handovers", "runners", "sleeps/empty"))
 for _, mode in ipairs(MODES) do
   local list = results[mode]
   local function m(k)
@@ -239,6 +242,7 @@ for _, mode in ipairs(MODES) do
   end
   local cpus = {}
   for i, x in ipairs(list) do cpus[i] = ("%.1f"):format(x.cpu) end
-  print(("%-16s %10.1f %% %6.1f %% %14.2f %8.1f/%.1f/%.1f ms %11d %10d %10d   (CPU runs: %s)"):format(mode, m("cpu"), m("thread"),
-    m("rate"), m("p50"), m("p99"), m("max"), m("log_lines"), m("handovers"), m("peak"), table.concat(cpus, " ")))
+  print(("%-16s %10.1f %% %6.1f %% %14.2f %8.1f/%.1f/%.1f ms %11d %10d %10d %7d/%-6d   (CPU runs: %s)"):format(mode,
+    m("cpu"), m("thread"), m("rate"), m("p50"), m("p99"), m("max"), m("log_lines"), m("handovers"), m("peak"),
+    m("wakeups"), m("empty"), table.concat(cpus, " ")))
 end

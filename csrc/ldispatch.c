@@ -286,9 +286,10 @@ static void wait_readable(struct timer *T, int64_t ns)
 #endif
 }
 
-/* How long timer:run may sleep: until the wheel's next event, when that lies
- * ahead, since dispatch can then expire it without the worker's wake-up;
- * otherwise (the worker has work in hand) until the pipe says. */
+/* How long timer:run may sleep: until the next deadline (hwt_worker_next),
+ * when that lies ahead, since dispatch can then expire it without the
+ * worker's wake-up; otherwise (the worker has work in hand) until the pipe
+ * says. */
 static int64_t sleep_ns(struct timer *T, int limited, int64_t left)
 {
 	uint64_t next = hwt_worker_next(&T->w);
@@ -350,7 +351,7 @@ static void check_run_opts(lua_State *L, int idx, struct gc_idle *g)
 }
 
 /* How long timer:run may spend collecting before it must look at due
- * timeouts (see sleep_ns): until the wheel's next event; none when one is due
+ * timeouts (see sleep_ns): until the next deadline; none when one is due
  * already (the worker has made some due, or the next tick has passed while
  * callbacks ran); -1 with no deadline and nothing ahead. */
 static int64_t idle_ns(struct timer *T, int limited, int64_t left)

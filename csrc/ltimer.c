@@ -164,13 +164,13 @@ static int timer_timeout(lua_State *L)
 	now = hwt_clock_ns();
 	at = hwt_worker_time_of(&T->w, next);
 	if (at <= now && !T->dispatching) {
-		/* The event has come: take what is due, as take and dispatch would.
-		 * Nothing, and the event is the worker's (a span entry that starts
-		 * a drain, a level above 1 entering its span, a drain), not the
-		 * host's to run: a host told 0 would call in a loop, and its lock
-		 * rounds can keep the worker from the very event it waits for (in
-		 * nginx, 10-30 ms of a blocked event loop). It waits a tick on its
-		 * descriptor instead. */
+		/* The time has come: take what is due, as take and dispatch would.
+		 * Nothing, and what stands in the way is the worker's (a slot
+		 * above level 0 not yet brought down, a span entry that starts a
+		 * drain), not the host's to run: a host told 0 would call in a
+		 * loop, and its lock rounds can keep the worker from the very
+		 * work it waits for (in nginx, 10-30 ms of a blocked event loop).
+		 * It waits a tick on its descriptor instead. */
 		if (hwt_worker_take_announced(&T->w, &T->local, now)) {
 			T->host_wake = 0;
 			lua_pushnumber(L, 0);

@@ -96,9 +96,17 @@ static void mark(struct hwt_wheel *w, uint32_t slot)
 	w->summary[ring] |= UINT64_C(1) << (idx >> 6);
 }
 
+/* The earliest expiry slot `slot` (above level 0) may hold: see least. */
+static uint64_t *least_of(const struct hwt_wheel *w, uint32_t slot)
+{
+	return &w->least[slot - ((uint32_t)2 << w->bits)];
+}
+
 static void unmark(struct hwt_wheel *w, uint32_t slot)
 {
 	unsigned ring = slot >> w->bits;
+	if (ring >= 2)
+		*least_of(w, slot) = UINT64_MAX;
 	uint32_t idx = slot & slot_mask(w);
 	uint64_t *o = &w->occ[ring * w->words + (idx >> 6)];
 	*o &= ~(UINT64_C(1) << (idx & 63));
@@ -141,12 +149,15 @@ int hwt_wheel_init(struct hwt_wheel *w, unsigned bits)
 	w->summary = calloc((size_t)w->levels * 2, sizeof *w->summary);
 	w->cur = calloc(w->levels, sizeof *w->cur);
 	w->jobs = calloc(w->levels, sizeof *w->jobs);
-	if (!w->slots || !w->occ || !w->summary || !w->cur || !w->jobs) {
+	w->least = malloc((heads - ((size_t)2 << bits)) * sizeof *w->least);
+	if (!w->slots || !w->occ || !w->summary || !w->cur || !w->jobs || !w->least) {
 		hwt_wheel_free(w);
 		return ENOMEM;
 	}
 	for (i = 0; i < heads; i++)
 		hwt_list_init(&w->slots[i]);
+	for (i = 0; i < heads - ((size_t)2 << bits); i++)
+		w->least[i] = UINT64_MAX;
 	for (i = 0; i < w->levels; i++)
 		w->jobs[i].src = NO_SLOT;
 	hwt_list_init(&w->due);
@@ -160,6 +171,8 @@ void hwt_wheel_free(struct hwt_wheel *w)
 	free(w->summary);
 	free(w->cur);
 	free(w->jobs);
+	free(w->least);
+	w->least = NULL;
 	w->slots = NULL;
 	w->occ = w->summary = NULL;
 	w->cur = NULL;
@@ -210,6 +223,8 @@ static void place(struct hwt_wheel *w, struct hwt_node *n)
 	n->slot = (uint16_t)slot_for(w, n->expires);
 	hwt_list_push(&w->slots[n->slot], &n->link);
 	mark(w, n->slot);
+	if (n->slot >> w->bits >= 2 && n->expires < *least_of(w, n->slot))
+		*least_of(w, n->slot) = n->expires;
 }
 
 void hwt_wheel_add(struct hwt_wheel *w, struct hwt_node *n, uint64_t expires)
@@ -256,6 +271,8 @@ int hwt_wheel_move(struct hwt_wheel *w, struct hwt_node *n, uint64_t expires)
 	if (n->slot < HWT_SLOT_DUE && !is_due(w, n) && expires > w->now && !is_job_source(w, n->slot) &&
 	    slot_for(w, expires) == n->slot) {
 		n->expires = expires; /* same slot: nothing to relink */
+		if (n->slot >> w->bits >= 2 && expires < *least_of(w, n->slot))
+			*least_of(w, n->slot) = expires;
 		return 1;
 	}
 	hwt_wheel_del(w, n);
@@ -441,6 +458,31 @@ uint64_t hwt_wheel_next(const struct hwt_wheel *w)
 	return low < up ? low : up;
 }
 
+/* The earliest expiry level lvl >= 1 may hold: its first occupied slot's
+ * (a drain's source included), whose nodes all expire before the later
+ * slots'. */
+static uint64_t upper_least(const struct hwt_wheel *w, unsigned lvl)
+{
+	unsigned ring = ring_of(w, lvl, 0);
+	uint32_t i = first_from(w, ring, 0);
+	if (i == NO_SLOT) {
+		ring = ring_of(w, lvl, 1);
+		if ((i = first_from(w, ring, 0)) == NO_SLOT)
+			return UINT64_MAX;
+	}
+	return *least_of(w, slot_of(w, ring, i));
+}
+
+uint64_t hwt_wheel_next_expiry(const struct hwt_wheel *w)
+{
+	uint64_t best = level0_next(w), t;
+	unsigned lvl;
+	for (lvl = 1; lvl < w->levels; lvl++)
+		if ((t = upper_least(w, lvl)) < best)
+			best = t;
+	return best;
+}
+
 uint64_t hwt_wheel_next_hard(const struct hwt_wheel *w)
 {
 	uint64_t best = upper_next(w);
@@ -515,6 +557,8 @@ void hwt_wheel_collect(struct hwt_wheel *w, struct hwt_link *into)
 		w->summary[i] = 0;
 	for (i = 0; i < w->levels * 2 * w->words; i++)
 		w->occ[i] = 0;
+	for (slot = 0; slot < heads - ((uint32_t)2 << w->bits); slot++)
+		w->least[slot] = UINT64_MAX;
 	for (i = 0; i < w->levels; i++)
 		w->jobs[i].src = NO_SLOT;
 }
@@ -557,6 +601,8 @@ static const char *check_slot(const struct hwt_wheel *w, uint32_t slot)
 			return "broken links in a slot";
 		if (n->slot != slot)
 			return "node records the wrong slot";
+		if (ring >= 2 && n->expires < *least_of(w, slot))
+			return "a node expires before its slot's least";
 		if ((err = check_place(w, n, slot)))
 			return err;
 	}

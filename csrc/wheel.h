@@ -59,6 +59,11 @@ struct hwt_wheel {
 	unsigned bits, levels;  /* slots per ring = 1 << bits */
 	unsigned words;         /* 64-bit occupancy words per ring */
 	struct hwt_link *slots; /* (levels * 2 rings) << bits list heads */
+	/* Per slot above level 0 (index: slot - (2 << bits)): no node there
+	 * expires sooner; exact but for nodes that left since (a lower bound
+	 * then), UINT64_MAX while the slot is empty. Lets a host sleep to a far
+	 * deadline rather than to its slot's start (hwt_wheel_next_expiry). */
+	uint64_t *least;
 	uint64_t *occ;          /* per ring, `words` words: bit set = slot non-empty */
 	uint64_t *summary;      /* per ring: bit w set = occupancy word w non-zero */
 	uint8_t *cur;           /* per level: which of its two rings is current */
@@ -94,6 +99,11 @@ void hwt_wheel_advance(struct hwt_wheel *w, uint64_t to);
 int hwt_wheel_expire(struct hwt_wheel *w, uint64_t to);
 /* Earliest tick at which advance() has work to do; UINT64_MAX if none. */
 uint64_t hwt_wheel_next(const struct hwt_wheel *w);
+/* A tick at or before the earliest expiry, UINT64_MAX if none: exact, but
+ * for a node above level 0 that left (or moved later in) a slot still
+ * holding others. What a host waits for: hwt_wheel_next also names the
+ * moves down, which are the driver's and make nothing due. */
+uint64_t hwt_wheel_next_expiry(const struct hwt_wheel *w);
 /* A tick at or before the first event hwt_wheel_expire would stop before
  * (the work a host does not do); UINT64_MAX if none. */
 uint64_t hwt_wheel_next_hard(const struct hwt_wheel *w);

@@ -363,7 +363,7 @@ uint64_t hwt_worker_next(struct hwt_worker *w)
 {
 	uint64_t next;
 	pthread_mutex_lock(&w->mu);
-	next = hwt_list_empty(&w->wheel.due) ? hwt_wheel_next(&w->wheel) : 0;
+	next = hwt_list_empty(&w->wheel.due) ? hwt_wheel_next_expiry(&w->wheel) : 0;
 	pthread_mutex_unlock(&w->mu);
 	return next;
 }

@@ -95,7 +95,8 @@ int hwt_worker_take_announced(struct hwt_worker *w, struct hwt_link *into, int64
 void hwt_worker_rearm(struct hwt_worker *w);
 /* After stop: move every node still in the wheel or due to `into`. */
 void hwt_worker_collect(struct hwt_worker *w, struct hwt_link *into);
-/* Tick of the wheel's next event (a lower bound on the next expiry); UINT64_MAX if none. */
+/* 0 if timeouts are due, else a tick at or before the next expiry, never
+ * for the wheel's own moves (hwt_wheel_next_expiry); UINT64_MAX if none. */
 uint64_t hwt_worker_next(struct hwt_worker *w);
 /* Use `fd` (a paired wake socket, or -1) from now on; returns the one it
  * replaces, for the caller to close. */

@@ -32,7 +32,24 @@ struct model {
 	const uint8_t *in; /* fuzzing: choices come from here */
 	size_t in_len;
 	unsigned long ops, fired;
+	/* Expiries of nodes that left a slot above level 0, or moved within it:
+	 * the only values hwt_wheel_next_expiry may name besides the least. */
+	uint64_t *left;
+	size_t nleft, cap;
 };
+
+static void note_left(struct model *m, int i)
+{
+	if (m->state[i] != IN_WHEEL || m->node[i].slot >> m->w.bits < 2)
+		return;
+	if (m->nleft == m->cap) {
+		m->cap = m->cap ? m->cap * 2 : 1024;
+		m->left = realloc(m->left, m->cap * sizeof *m->left);
+		if (!m->left)
+			abort();
+	}
+	m->left[m->nleft++] = m->node[i].expires;
+}
 
 static uint64_t rnd(struct model *m)
 { /* xorshift64*: deterministic for a given seed */
@@ -85,6 +102,7 @@ static int op_add(struct model *m, int i)
  * nothing of the wheel's is left in it. */
 static void op_del(struct model *m, int i)
 {
+	note_left(m, i);
 	hwt_wheel_del(&m->w, &m->node[i]);
 	if (m->node[i].slot != HWT_SLOT_NONE)
 		fail(m, "a deleted node still records a slot");
@@ -146,6 +164,40 @@ static void verify_next_hard(struct model *m, uint64_t next)
 		fail(m, "next_hard() is not the next event, which is the driver's");
 }
 
+/* What a host waits for: never later than the earliest expiry, never
+ * sooner than the wheel's next event, and ahead of now. The earliest expiry
+ * itself, unless a node left a slot above level 0 that still holds others:
+ * then possibly that node's expiry, and never before the start of the
+ * earliest node's slot. */
+static void verify_next_expiry(struct model *m, uint64_t next, uint64_t least, int high)
+{
+	uint64_t e = hwt_wheel_next_expiry(&m->w), start = UINT64_MAX, t;
+	unsigned lvl;
+	size_t k;
+	int i;
+	for (i = 0; i < NODES; i++)
+		if (m->state[i] == IN_WHEEL) {
+			lvl = (m->node[i].slot >> m->w.bits) / 2;
+			t = m->node[i].expires & ~((UINT64_C(1) << (lvl * m->w.bits)) - 1);
+			if (t < start)
+				start = t;
+		}
+	if (e < start)
+		fail(m, "next_expiry() is before the earliest node's slot begins");
+	for (k = 0; e != least && k < m->nleft && m->left[k] != e; k++)
+		;
+	if (e != least && k == m->nleft)
+		fail(m, "next_expiry() is neither the earliest expiry nor one a node left behind");
+	if (e > least)
+		fail(m, "next_expiry() is later than the earliest expiry");
+	if (e < next)
+		fail(m, "next_expiry() is sooner than next()");
+	if (!high && e != least)
+		fail(m, "next_expiry() is not the earliest expiry though every node is at level 0");
+	if (least != UINT64_MAX && e <= m->w.now)
+		fail(m, "next_expiry() is not in the future");
+}
+
 static void verify_next(struct model *m)
 {
 	uint64_t next = hwt_wheel_next(&m->w), least = UINT64_MAX;
@@ -169,6 +221,7 @@ static void verify_next(struct model *m)
 	if (least != UINT64_MAX && next <= m->w.now)
 		fail(m, "next() is not in the future");
 	verify_next_hard(m, next);
+	verify_next_expiry(m, next, least, high);
 }
 
 static void op_advance(struct model *m)
@@ -248,13 +301,21 @@ static void op_expire(struct model *m)
 static void op_move(struct model *m, int i)
 {
 	uint64_t room = HWT_TICK_MAX - m->w.now, delay = 1 + random_delay(m);
+	uint32_t slot = m->node[i].slot;
+	unsigned lvl = slot < HWT_SLOT_DUE ? (slot >> m->w.bits) / 2 : 0;
 	if (delay > room)
 		delay = room;
-	uint32_t slot = m->node[i].slot;
+	if (lvl && m->state[i] == IN_WHEEL && rnd(m) % 2) { /* within its slot, sooner or later */
+		uint64_t u = UINT64_C(1) << (lvl * m->w.bits), to = (m->node[i].expires & ~(u - 1)) + rnd(m) % u;
+		if (to > m->w.now)
+			delay = to - m->w.now;
+	}
 	/* (in a slot, not due, and no drain job's source: moved within that slot, it stays) */
 	int may_stay = slot < HWT_SLOT_DUE && m->node[i].expires > m->w.now &&
 		       m->w.jobs[(slot >> m->w.bits) / 2].src != slot;
-	int kept = hwt_wheel_move(&m->w, &m->node[i], m->w.now + delay);
+	int kept;
+	note_left(m, i);
+	kept = hwt_wheel_move(&m->w, &m->node[i], m->w.now + delay);
 	/* 1 only where the node stayed in its slot (its expiry alone changed) */
 	if (kept != 0 && !(kept == 1 && m->node[i].slot == slot && m->node[i].expires == m->w.now + delay))
 		fail(m, "move said the node stayed in its slot, and it did not, or said neither 0 nor 1");
@@ -325,6 +386,7 @@ static void run(struct model *m, unsigned bits, unsigned long nops)
 		m->state[i] = OUT;
 	}
 	hwt_list_init(&m->taken);
+	m->nleft = 0;
 	for (m->ops = 0; m->ops < nops && !(m->in && !m->in_len); m->ops++) {
 		uint64_t r = rnd(m) % 15;
 		i = (int)(rnd(m) % NODES);
@@ -647,6 +709,7 @@ int main(int argc, char **argv)
 	test_free_gives_back_all();
 	for (g = 0; g < sizeof geometries / sizeof *geometries; g++)
 		run(&m, geometries[g], nops);
+	free(m.left);
 	printf("test_wheel: %lu ops on each of %u geometries, %lu expiries checked\n",
 	       nops, g, m.fired);
 	printf("1 passed, 0 failed\n");

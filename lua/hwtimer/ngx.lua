@@ -329,6 +329,15 @@ local function wait_ms(self)
   return self.sleep
 end
 
+-- Posts left on the dispatcher's semaphore from before its plan: a
+-- datagram read, or the hook called, in the loop turn where its sleep had
+-- already ended. The plan (wait_ms, just made, with no yield since) took
+-- account of whatever they announced; waited on, each would wake it for
+-- nothing.
+local function drain_posts(sema)
+  while sema:count() > 0 do sema:wait(0) end
+end
+
 function dispatcher(premature, self, gen)
   if premature or gen ~= self.gen then return end -- (the exit timer handles the worker's exit)
   if gen > 0 then
@@ -347,13 +356,16 @@ function dispatcher(premature, self, gen)
       break
     end
     if wait == false then -- not due already (wake_arm): the waker posts when due
+      if self.slept then self.empty_wakeups = self.empty_wakeups + 1 end
+      self.wakeups, self.slept = self.wakeups + 1, true
+      drain_posts(self.wake)
       local woken = self.wake:wait(self.sleep)
       if woken and self.took ~= gen then -- the wake-up is the fresh one's
         self.wake:post(1)
         return
       end
     else
-      self.ran = 0 -- (counted by run_one: ARM_BURST)
+      self.ran, self.slept = 0, false -- (ran: counted by run_one, ARM_BURST)
       local started, sliced = run_due(self, nil, nil, gen)
       if self.took ~= gen then return end -- (taken over while it waited for a slot)
       runs = runs + started
@@ -559,6 +571,7 @@ function M.new(opts, max_wait)
   self.timer, self.running = timer, true
   self.wake, self.slot, self.took_over = semaphore.new(), semaphore.new(), semaphore.new()
   self.waiting, self.peak, self.handovers, self.since, self.gen, self.took = 0, 0, 0, 0, 0, 0
+  self.wakeups, self.empty_wakeups = 0, 0
   self.ran = 0 -- callbacks started since the dispatcher last woke
   self.timers_full, self.full_until = math.huge, 0 -- (hand_over)
   self.waiters = {} -- the runners left waiting in a callback (w -> true)
@@ -631,6 +644,7 @@ function NgxTimer:stats(since_last)
   local s = self.timer:stats(since_last)
   s.runners, s.runners_peak, s.runners_max, s.handovers, s.wake_socket =
     self.waiting, self.peak, self.max_runners, self.handovers, self.paired == true
+  s.wakeups, s.empty_wakeups = self.wakeups, self.empty_wakeups
   if since_last then self.peak = self.waiting end
   return s
 end

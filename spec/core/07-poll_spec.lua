@@ -22,8 +22,8 @@ describe("polling the timer", function()
     end)
 
     it("is never later than the next deadline", function()
-      -- It is the wheel's next event: the deadline rounded up to a tick, or an
-      -- earlier moment when a far timeout moves down a level.
+      -- The deadline rounded up to a tick, or, for a far one, the start of
+      -- its slot above level 0.
       local t = timer:schedule(0.5, function() end)
       timer:schedule(2, function() end)
       local before = hwtimer.now()
@@ -57,6 +57,33 @@ describe("polling the timer", function()
       local ok, err = pcall(helpers.assert_time_left, t:deadline(), function() return tm:timeout() end)
       tm:close()
       assert(ok, err)
+    end)
+
+    it("tells a far deadline to within a tick, not the worker's move down a level", function()
+      -- Level 0 of 16 ms: a timeout 0.2 s ahead sits in a level-1 slot of 16
+      -- ticks, which the worker moves down during the 16 ms before that slot
+      -- begins. A host woken for the move, or at the slot's start, would
+      -- find nothing due.
+      for k = 0, 7 do
+        local tm = hwtimer.new({ tick = 0.001, wheel_size = 16 })
+        local t = tm:schedule(0.2 + k * 0.002, function() end)
+        local ok, err = pcall(helpers.assert_time_left, t:deadline(), function() return tm:timeout() end)
+        tm:close()
+        assert(ok, k .. ": " .. tostring(err))
+      end
+    end)
+
+    it("is the earliest far deadline left once an earlier one in its slot is cancelled, or sooner", function()
+      -- The slot keeps the cancelled deadline as its bound until it empties:
+      -- never later than the deadline left.
+      local tm = hwtimer.new({ tick = 0.001, wheel_size = 16 })
+      local a = tm:schedule(0.2, function() end)
+      local b = tm:schedule(0.201, function() end)
+      a:cancel()
+      local before = hwtimer.now()
+      local left = tm:timeout()
+      tm:close()
+      assert.is_true(left <= b:deadline() - before + 1e-6 and left > 0.15, tostring(left))
     end)
 
     it("is 0 when something is due", function()

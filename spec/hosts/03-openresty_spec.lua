@@ -74,6 +74,19 @@ http {
         ngx.say(ran, " ", sp.d:stats().handovers - before)
       }
     }
+    location = /sparse {   # 3 series every 0.3 s for 1.25 s: runs, the dispatcher's sleeps and those that woke to nothing
+      content_by_lua_block {
+        local d, runs = package.loaded.hwt_spaced.d, 0
+        local s0, series = d:stats(), {}
+        for i = 1, 3 do
+          series[i] = assert(d:every({ interval = 0.3, first = 0.1 * i }, function() runs = runs + 1 end))
+        end
+        ngx.sleep(1.25)
+        for i = 1, 3 do series[i]:cancel() end
+        local s1 = d:stats()
+        ngx.say(runs, " ", s1.wakeups - s0.wakeups, " ", s1.empty_wakeups - s0.empty_wakeups)
+      }
+    }
     location = /every {   # the table form of every, through the dispatcher
       content_by_lua_block {
         local st = package.loaded.hwt_state
@@ -275,6 +288,18 @@ describe("OpenResty: hwtimer.ngx in a real nginx", function()
     local ran, handovers = body:match("^(%d+) (%d+)\n$")
     assert.equal(2000, tonumber(ran), body)
     assert.is_true(tonumber(handovers) <= 10, handovers .. " handovers for 2,000 callbacks due at once")
+  end)
+
+  -- Each run is due 0.3 s ahead, above level 0 (51.2 ms blocks): the
+  -- driver thread moves it down during the block before its own. The
+  -- dispatcher sleeps to the run itself, not to that move.
+  it("sleeps to the deadlines of sparse periodic timeouts, not to the wheel's moves", function()
+    local status, body = get(port, "/sparse")
+    assert.equal(200, status, body)
+    local runs, sleeps, empty = body:match("^(%d+) (%d+) (%d+)\n$")
+    assert.is_true(tonumber(runs) >= 10 and tonumber(runs) <= 12, body)
+    assert.is_true(tonumber(sleeps) >= tonumber(runs), body)
+    assert.is_true(tonumber(empty) <= 3, empty .. " of " .. sleeps .. " sleeps woke to nothing due for " .. runs .. " runs")
   end)
 
   it("logs nothing while the timers wait on their wake sockets with nothing due", function()
