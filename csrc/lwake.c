@@ -87,15 +87,19 @@ static int timer_wake_pair(lua_State *L)
 	return 1;
 }
 
-/* due = timer:wake_arm(): true when timeouts are due now (take them: do not
- * wait); false when the paired socket gets one datagram once they are.
- * Without a paired socket, false and no datagram. (Stopping the timer sends
+/* due = timer:wake_arm([crowded_only]): true when timeouts are due now
+ * (take them: do not wait); false when the paired socket gets one datagram
+ * once they are. Without a paired socket, false and no datagram; with
+ * crowded_only, also when the next deadline is one timeout's alone at the
+ * wheel's lowest level (a datagram and a wake-up of its own for one
+ * callback: the host's timer serves it as well). (Stopping the timer sends
  * one, armed or not.) */
 static int timer_wake_arm(lua_State *L)
 {
 	struct timer *T = lhwt_check_live(L, 1);
+	int crowded_only = lua_toboolean(L, 2);
 	lhwt_flush_timer(L, T, 1); /* the due list holds no cancelled timeout */
-	lua_pushboolean(L, !hwt_list_empty(&T->local) || hwt_worker_wake_arm(&T->w));
+	lua_pushboolean(L, !hwt_list_empty(&T->local) || hwt_worker_wake_arm(&T->w, crowded_only));
 	return 1;
 }
 

@@ -483,6 +483,28 @@ uint64_t hwt_wheel_next_expiry(const struct hwt_wheel *w)
 	return best;
 }
 
+int hwt_wheel_next_lone(const struct hwt_wheel *w)
+{
+	unsigned ring = ring_of(w, 0, 0);
+	uint32_t i = first_from(w, ring, 0);
+	const struct hwt_link *head;
+	uint64_t next;
+	unsigned lvl;
+	if (i == NO_SLOT) {
+		ring = ring_of(w, 0, 1);
+		if ((i = first_from(w, ring, 0)) == NO_SLOT)
+			return 0;
+	}
+	head = &w->slots[slot_of(w, ring, i)];
+	if (head->next->next != head)
+		return 0;
+	next = level0_next(w);
+	for (lvl = 1; lvl < w->levels; lvl++) /* (a node above may share its tick) */
+		if (upper_least(w, lvl) <= next)
+			return 0;
+	return 1;
+}
+
 uint64_t hwt_wheel_next_hard(const struct hwt_wheel *w)
 {
 	uint64_t best = upper_next(w);

@@ -104,6 +104,9 @@ uint64_t hwt_wheel_next(const struct hwt_wheel *w);
  * holding others. What a host waits for: hwt_wheel_next also names the
  * moves down, which are the driver's and make nothing due. */
 uint64_t hwt_wheel_next_expiry(const struct hwt_wheel *w);
+/* 1 if the earliest expiry is one node's alone, at level 0 (no other node
+ * shares its tick), else 0: a host's wake-up then serves one callback. */
+int hwt_wheel_next_lone(const struct hwt_wheel *w);
 /* A tick at or before the first event hwt_wheel_expire would stop before
  * (the work a host does not do); UINT64_MAX if none. */
 uint64_t hwt_wheel_next_hard(const struct hwt_wheel *w);

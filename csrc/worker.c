@@ -340,12 +340,12 @@ int hwt_worker_wake_use(struct hwt_worker *w, int fd)
 	return old;
 }
 
-int hwt_worker_wake_arm(struct hwt_worker *w)
+int hwt_worker_wake_arm(struct hwt_worker *w, int crowded_only)
 {
 	int due;
 	pthread_mutex_lock(&w->mu);
 	due = !hwt_list_empty(&w->wheel.due);
-	w->wake_armed = !due && w->wake_fd >= 0;
+	w->wake_armed = !due && w->wake_fd >= 0 && !(crowded_only && hwt_wheel_next_lone(&w->wheel));
 	if (w->wake_armed && w->host_timed) /* the driver may sleep past level 0's deadlines */
 		wake_by(w, hwt_wheel_next(&w->wheel));
 	pthread_mutex_unlock(&w->mu);

@@ -103,7 +103,7 @@ uint64_t hwt_worker_next(struct hwt_worker *w);
 int hwt_worker_wake_use(struct hwt_worker *w, int fd);
 /* The host is about to wait on its wake socket: 1 if the due list holds
  * something already (do not wait), else 0 and one datagram comes when it does. */
-int hwt_worker_wake_arm(struct hwt_worker *w);
+int hwt_worker_wake_arm(struct hwt_worker *w, int crowded_only);
 /* From now on the host wakes at the wheel's deadlines on its own clock and
  * takes what is due (hwt_worker_take expires level 0 for it): the driver
  * wakes only for the work a host does not do (drains, span entries), and for

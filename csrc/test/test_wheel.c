@@ -198,6 +198,23 @@ static void verify_next_expiry(struct model *m, uint64_t next, uint64_t least, i
 		fail(m, "next_expiry() is not in the future");
 }
 
+/* next_lone(): the earliest expiry is one level-0 node's alone. Said of
+ * it, the earliest is at level 0 with no other node at its tick; not said
+ * while every node is at level 0, either none is pending or two share it. */
+static void verify_next_lone(struct model *m, uint64_t least, int high)
+{
+	int lone = hwt_wheel_next_lone(&m->w), i, at = 0, low = 0;
+	for (i = 0; i < NODES; i++)
+		if (m->state[i] == IN_WHEEL && m->node[i].expires == least) {
+			at++;
+			low += m->node[i].slot >> m->w.bits < 2;
+		}
+	if (lone && !(at == 1 && low == 1))
+		fail(m, "next_lone() said of an expiry not one level-0 node's alone");
+	if (!lone && !high && at == 1)
+		fail(m, "next_lone() did not say it of a lone level-0 expiry");
+}
+
 static void verify_next(struct model *m)
 {
 	uint64_t next = hwt_wheel_next(&m->w), least = UINT64_MAX;
@@ -222,6 +239,7 @@ static void verify_next(struct model *m)
 		fail(m, "next() is not in the future");
 	verify_next_hard(m, next);
 	verify_next_expiry(m, next, least, high);
+	verify_next_lone(m, least, high);
 }
 
 static void op_advance(struct model *m)

@@ -505,7 +505,7 @@ static void wake_socket_armed(void)
 	expect(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
 	expect(hwt_worker_init(&w, MS, 9) == 0, "init");
 	expect(hwt_worker_wake_use(&w, sv[0]) == -1, "a wake socket before the first");
-	expect(hwt_worker_wake_arm(&w) == 0, "armed with nothing due: said due");
+	expect(hwt_worker_wake_arm(&w, 0) == 0, "armed with nothing due: said due");
 	hwt_node_init(&n);
 	hwt_worker_add(&w, &n, hwt_worker_tick_at(&w, now + 20 * MS), now);
 	expect(hwt_worker_start(&w) == 0, "start");
@@ -513,10 +513,55 @@ static void wake_socket_armed(void)
 	pfd.events = POLLIN;
 	expect(poll(&pfd, 1, 500) == 1, "no datagram in 500 ms for a node due in 20 ms while the host was armed");
 	expect(read(sv[1], &b, 1) == 1, "read the datagram");
-	expect(hwt_worker_wake_arm(&w) == 1, "armed with a node due: not said due");
+	expect(hwt_worker_wake_arm(&w, 0) == 1, "armed with a node due: not said due");
 	expect(poll(&pfd, 1, 50) == 0, "a datagram while the host was awake");
 	hwt_worker_stop(&w);
 	expect(hwt_worker_wake_use(&w, -1) == sv[0], "the wake socket given back");
+	hwt_worker_destroy(&w);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* Armed for crowded deadlines only: a deadline one node's alone at level 0
+ * is left to the host's own timer (no datagram); two nodes at its tick, and
+ * the driver sends one. */
+static void wake_socket_crowded_only(void)
+{
+	struct hwt_worker w;
+	struct hwt_node n[2];
+	struct hwt_link into;
+	struct pollfd pfd;
+	int sv[2];
+	int64_t now = hwt_clock_ns();
+	uint64_t tick;
+	char b;
+	expect(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
+	expect(hwt_worker_init(&w, MS, 9) == 0, "init");
+	(void)hwt_worker_wake_use(&w, sv[0]);
+	hwt_worker_host_timed(&w);
+	hwt_node_init(&n[0]);
+	hwt_node_init(&n[1]);
+	tick = hwt_worker_tick_at(&w, now + 20 * MS);
+	hwt_worker_add(&w, &n[0], tick, now);
+	expect(hwt_worker_start(&w) == 0, "start");
+	expect(hwt_worker_wake_arm(&w, 1) == 0, "a lone deadline said due");
+	pfd.fd = sv[1];
+	pfd.events = POLLIN;
+	expect(poll(&pfd, 1, 100) == 0, "a datagram for a lone deadline, armed for crowded ones only");
+	hwt_list_init(&into);
+	hwt_worker_take(&w, &into, hwt_clock_ns());
+	expect(taken(&into, &n[0]), "the lone node not taken by the host at its time");
+	hwt_list_unlink(&n[0].link);
+	hwt_node_init(&n[0]);
+	now = hwt_clock_ns();
+	tick = hwt_worker_tick_at(&w, now + 20 * MS);
+	hwt_worker_add(&w, &n[0], tick, now);
+	hwt_worker_add(&w, &n[1], tick, now);
+	expect(hwt_worker_wake_arm(&w, 1) == 0, "two nodes 20 ms ahead said due");
+	expect(poll(&pfd, 1, 500) == 1, "no datagram in 500 ms for two nodes due at one tick");
+	expect(read(sv[1], &b, 1) == 1, "read the datagram");
+	hwt_worker_stop(&w);
+	(void)hwt_worker_wake_use(&w, -1);
 	hwt_worker_destroy(&w);
 	close(sv[0]);
 	close(sv[1]);
@@ -565,7 +610,7 @@ static void host_timed_leaves_level0_to_the_host(void)
 	expect(taken(&into, &far), "a level-1 node was not brought down for the host to take");
 	now = hwt_clock_ns();
 	hwt_worker_add(&w, &armed, hwt_worker_tick_at(&w, now + 5 * MS), now);
-	expect(hwt_worker_wake_arm(&w) == 0, "armed with nothing due: said due");
+	expect(hwt_worker_wake_arm(&w, 0) == 0, "armed with nothing due: said due");
 	pfd.fd = sv[1];
 	expect(poll(&pfd, 1, 500) == 1, "no datagram in 500 ms for a node due in 5 ms while the host was armed");
 	expect(read(sv[1], &b, 1) == 1, "read the datagram");
@@ -657,6 +702,7 @@ int main(void)
 	started_with_an_earlier_deadline();
 	stop_keeps_the_driver_order();
 	wake_socket_armed();
+	wake_socket_crowded_only();
 	host_timed_leaves_level0_to_the_host();
 	init_out_of_memory();
 	abandon_gives_back_memory_and_descriptors();

@@ -305,26 +305,30 @@ local function sleep_for(wait)
 end
 
 -- When the dispatcher asks the driver thread for a datagram at the
--- deadline (wake_arm): for a wait of ARM_MIN or more, or after a wake-up
--- that ran ARM_BURST callbacks or more. Otherwise it sleeps on nginx's own
--- millisecond timer, up to a millisecond after the deadline, and the driver
--- does not wake for it (timer:host_timed). Where single deadlines come less
--- than ARM_MIN apart (a thousand health checks spread over 0.5 s), a
--- datagram for each cost two wake-ups in series and twice the CPU of
--- ngx.timer.every's own timers (docs/performance.md, "Health checks"); a
--- burst (a thousand scheduled in a loop, their deadlines spread over the
--- loop's few milliseconds) shares each datagram among many callbacks, and
--- a millisecond late would be most of its lateness.
+-- deadline (wake_arm): after a wake-up that ran ARM_BURST callbacks or
+-- more, and before a wait of ARM_MIN or more unless the deadline it waits
+-- for is one timeout's alone (wake_arm's crowded_only). Otherwise it sleeps
+-- on nginx's own millisecond timer, up to a millisecond after the deadline,
+-- as an ngx.timer would, and the driver does not wake for it
+-- (timer:host_timed). A datagram for one callback costs two wake-ups in
+-- series: health checks spread over 0.5 s, one due every 0.5 ms (each wait
+-- under ARM_MIN) or every 50 ms (each deadline alone), cost up to twice the
+-- CPU of ngx.timer.every's own timers that way (docs/performance.md,
+-- "Health checks"). A burst (a thousand scheduled in a loop, their
+-- deadlines spread over the loop's few milliseconds, several at each tick)
+-- shares each datagram among many callbacks, and a millisecond late would
+-- be most of its lateness.
 local ARM_MIN, ARM_BURST = 0.002, 8
 
--- Seconds to sleep until the wheel's next event (sleep_for); 0 when
--- timeouts are due. Sets self.sleep, and self.arm: whether the wait is long
--- enough to be woken by a datagram (ARM_MIN).
+-- Seconds to sleep until the next deadline (sleep_for); 0 when timeouts
+-- are due. Sets self.sleep, self.arm (whether to ask for a datagram) and
+-- self.crowded_only (only if the deadline is not one timeout's alone).
 local function wait_ms(self)
   local wait = self.timer:timeout() -- also the planned wake-up the hook compares with
   if wait == 0 then return 0 end
   if wait == nil or wait > self.max_wait then wait = self.max_wait end
-  self.arm = wait >= ARM_MIN or self.ran >= ARM_BURST
+  self.crowded_only = self.ran < ARM_BURST
+  self.arm = wait >= ARM_MIN or not self.crowded_only
   self.sleep = sleep_for(wait)
   return self.sleep
 end
@@ -349,7 +353,7 @@ function dispatcher(premature, self, gen)
   while self.running and not ngx.worker.exiting() and self.took == gen do
     local ok, wait = pcall(wait_ms, self)
     if ok and wait > 0 then
-      if self.arm then ok, wait = pcall(self.timer.wake_arm, self.timer) else wait = false end
+      if self.arm then ok, wait = pcall(self.timer.wake_arm, self.timer, self.crowded_only) else wait = false end
     end
     if not ok then -- the timer was closed behind the glue's back: leave quietly
       self.running = false
