@@ -45,11 +45,16 @@ http {
       if not ok then return nil, err end
       return r
     end
-    require("hwtimer.durable.ngx").open("q", timer, { redis = connect, prefix = "pick", wake = @WAKE@ },
+    require("hwtimer.durable.ngx").open("q", timer, { redis = connect, prefix = "pick", wake = @WAKE@, attempts = 1,
+      on_error = function(err) if not tostring(err):find("dies", 1, true) then ngx.log(ngx.ERR, err) end end },
       function(q)
         q:handle("pick", function(job)
           local at = core.now()
           local r = assert(connect())
+          if job.payload == "die" and r:get("revived:" .. job.id) ~= "1" then -- (for q:retry: dead first)
+            r:set_keepalive(10000, 16)
+            error("dies")
+          end
           assert(r:rpush("ledger", string.format("%s %.6f", job.id, at)))
           r:set_keepalive(10000, 16)
         end)
@@ -71,11 +76,16 @@ local redis = require("redis")
 local hwtimer, durable, core = require("hwtimer"), require("hwtimer.durable"), require("hwtimer.core")
 local port, path = tonumber(arg[1]), arg[3] -- (the ledger is in Redis; the jobs in `path` when given)
 local timer = hwtimer.new()
-local q = assert(durable.open(timer, path and { path = path } or
-  { redis = function() return redis.connect("127.0.0.1", port) end, prefix = "pick" }))
+local q = assert(durable.open(timer, path and { path = path, attempts = 1, on_error = function() end } or
+  { redis = function() return redis.connect("127.0.0.1", port) end, prefix = "pick", attempts = 1,
+    on_error = function() end })) -- (the dying jobs' errors are expected)
 local wake = require(path and "hwtimer.durable.sqlite_wake" or "hwtimer.durable.redis_wake")
 local ledger = redis.connect("127.0.0.1", port)
-q:handle("pick", function(job) ledger:rpush("ledger", string.format("%s %.6f", job.id, core.now())) end)
+q:handle("pick", function(job)
+  local at = core.now()
+  if job.payload == "die" and ledger:get("revived:" .. job.id) ~= "1" then error("dies") end -- (for q:retry)
+  ledger:rpush("ledger", string.format("%s %.6f", job.id, at))
+end)
 ledger:set("plain_ready", "1")
 if arg[2] == "luv" then -- a luv loop, and the listener
   local uv = require("luv")
@@ -97,16 +107,41 @@ timer:close()
 
 local function pct(sorted, p) return sorted[math.max(1, math.ceil(#sorted * p))] end
 
--- The lateness (seconds, sorted) of JOBS jobs scheduled here, due now.
-local function measure(port, path)
+-- How a job is made due now, from here: ready(q, c) does what comes first
+-- (returns the id, or nil and the id when nothing is left to do), go(q, id)
+-- makes it due and is timed.
+local WAYS = {
+  schedule = { go = function(q) return assert(q:schedule("pick", 0)) end },
+  run_now = { -- a job due in an hour, run now
+    ready = function(q) return assert(q:schedule("pick", 3600)) end,
+    go = function(q, id) assert(q:run_now(id)) return id end },
+  retry = { -- a job that died (its one attempt failed in the other process), tried again
+    ready = function(q, c, timer)
+      local id = assert(q:schedule("pick", 0, "die"))
+      local limit = socket.gettime() + 5
+      repeat
+        socket.sleep(0.005)
+        timer:run(0)
+        local job = q:get(id)
+      until job and job.dead or socket.gettime() > limit
+      c:set("revived:" .. id, "1")
+      return id
+    end,
+    go = function(q, id) assert(q:retry(id)) return id end },
+}
+
+-- The lateness (seconds, sorted) of JOBS jobs made due here (WAYS[way]).
+local function measure(port, path, way)
   local c = redis.connect("127.0.0.1", port)
   local timer = hwtimer.new()
   local q = assert(durable.open(timer, path and { path = path } or
     { redis = function() return redis.connect("127.0.0.1", port) end, prefix = "pick" }))
   local t0, late = {}, {}
+  local w = WAYS[way or "schedule"]
   for i = 1, JOBS do
+    local id = w.ready and w.ready(q, c, timer)
     local at = core.now()
-    t0[assert(q:schedule("pick", 0))] = at
+    t0[w.go(q, id)] = at
     socket.sleep(0.023)
     if i % 50 == 0 then timer:run(0) end -- (the queue's own timeouts)
   end
@@ -127,9 +162,10 @@ local function measure(port, path)
   return late
 end
 
-local function row(label, late, engine)
-  print(string.format("durable (%s) due-now pickup, %s: %d of %d jobs, p50 %.2f ms, p99 %.2f ms, max %.2f ms",
-    engine or "Redis", label, #late, JOBS, pct(late, 0.5) * 1e3, pct(late, 0.99) * 1e3, late[#late] * 1e3))
+local function row(label, late, engine, way)
+  print(string.format("durable (%s) due-now pickup, %s%s: %d of %d jobs, p50 %.2f ms, p99 %.2f ms, max %.2f ms",
+    engine or "Redis", label, way and way ~= "schedule" and ", q:" .. way or "", #late, JOBS,
+    pct(late, 0.5) * 1e3, pct(late, 0.99) * 1e3, late[#late] * 1e3))
 end
 
 -- What the wake-up costs the scheduling process: q:schedule of due-now
@@ -171,8 +207,10 @@ local ok, err = pcall(function()
       local fine, e = pcall(function()
         for _ = 1, 2 do assert(select(2, N.get(port, "/ready", 10)) == "open\n", "the queue did not open") end
         socket.sleep(0.2)
-        row(wake == "true" and "nginx, 2 workers, wake-ups" or "nginx, 2 workers, wake = false (poll)",
-          measure(server.port))
+        for _, way in ipairs(wake == "true" and { "schedule", "run_now", "retry" } or { "schedule" }) do
+          row(wake == "true" and "nginx, 2 workers, wake-ups" or "nginx, 2 workers, wake = false (poll)",
+            measure(server.port, nil, way), nil, way)
+        end
       end)
       nginx.stop()
       if not fine then error(e, 0) end
@@ -201,8 +239,11 @@ local ok, err = pcall(function()
     while c:get("plain_ready") ~= "1" and socket.gettime() < limit do socket.sleep(0.05) end
     socket.sleep(0.2)
     local wake = file and "hwtimer.durable.sqlite_wake" or "hwtimer.durable.redis_wake"
-    row(host == "luv" and "a plain Lua process, luv loop, " .. wake or
-      "a plain Lua process, timer:run (no listener: the poll)", measure(server.port, file), file and "SQLite")
+    for _, way in ipairs(host == "luv" and { "schedule", "run_now", "retry" } or { "schedule" }) do
+      row(host == "luv" and "a plain Lua process, luv loop, " .. wake or
+        "a plain Lua process, timer:run (no listener: the poll)", measure(server.port, file, way),
+        file and "SQLite", way)
+    end
     c:set("plain_stop", "1")
     io.write(child:read("*a"))
     child:close()
