@@ -27,6 +27,21 @@ function check.is_timer(v)
   return ok and check.callable(schedule)
 end
 
+--- Number tests, one definition each (NaN and the infinities fail all):
+-- finite; positive (> 0); seconds (0 to 1e9); span (above 0, to 1e9);
+-- whole (an integer from 1 up).
+local huge, floor = math.huge, math.floor
+function check.finite(v) return type(v) == "number" and v == v and v > -huge and v < huge end
+function check.positive(v) return check.finite(v) and v > 0 end
+function check.seconds(v) return check.finite(v) and v >= 0 and v <= 1e9 end
+function check.span(v) return check.finite(v) and v > 0 and v <= 1e9 end
+function check.whole(v) return check.positive(v) and v == floor(v) end
+
+--- A test for a whole number from 1 to `most`, and what it expects in words.
+function check.count_to(most)
+  return function(v) return check.whole(v) and v <= most end, "integer from 1 to " .. string.format("%.0f", most)
+end
+
 local function option_name(key) return "option '" .. key .. "'" end
 local function unknown_option(key) return "unknown option '" .. key .. "'" end
 

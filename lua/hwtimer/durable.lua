@@ -23,7 +23,7 @@ local schedule = require("hwtimer.durable.schedule")
 local type_name, callable, is_timer = check.type_name, check.callable, check.is_timer
 local message = require("hwtimer.text").message
 
-local floor, huge, max = math.floor, math.huge, math.max
+local huge, max = math.huge, math.max
 
 local M = {}
 
@@ -57,30 +57,20 @@ end
 -- Arguments and options
 ---------------------------------------------------------------------------
 
--- (level: 3, the caller of the function that calls this; 4 from a helper of it)
-local function argerror(n, fname, msg, level)
-  error(string.format("bad argument #%d to '%s' (%s)", n, fname, msg), level or 3)
-end
-
 -- What a bad number argument was, alike on every Lua version.
 local function shown(v)
   return type(v) == "number" and string.format("%g", v) or type_name(v)
 end
 
-local function finite(v) return type(v) == "number" and v == v and v > -huge and v < huge end
 -- The due times a store holds: up to the year 2255 either way, whole
 -- microseconds below 2^53 (what a Redis score, a double, keeps exactly).
 local EPOCH_MAX = 9e9
-local function positive(v) return finite(v) and v > 0 end
-local function seconds(v) return finite(v) and v >= 0 and v <= 1e9 end
-local function span(v) return finite(v) and v > 0 and v <= 1e9 end
-local function whole(v) return positive(v) and v == floor(v) end
--- A count option: a whole number from 1 to `most`. The counts reach the
--- store (a claim's LIMIT, a script's argument), where a number past what
--- it keeps was refused at every claim after the queue had opened.
-local function count_to(most)
-  return function(v) return whole(v) and v <= most end, "integer from 1 to " .. string.format("%.0f", most)
-end
+local finite, positive, seconds, span, whole = check.finite, check.positive, check.seconds, check.span, check.whole
+-- A count option: a whole number from 1 to `most` (check.count_to). The
+-- counts reach the store (a claim's LIMIT, a script's argument), where a
+-- number past what it keeps was refused at every claim after the queue had
+-- opened.
+local count_to = check.count_to
 local function name(v) return type(v) == "string" and #v > 0 end
 
 local BACKOFF = {
@@ -124,21 +114,21 @@ local function select_engine(opts)
 end
 
 local function check_options(opts)
-  if type(opts) ~= "table" then argerror(2, "open", "table expected, got " .. type_name(opts), 4) end
+  if type(opts) ~= "table" then check.argerror(2, "open", "table expected, got " .. type_name(opts), 3) end
   local Engine, missing, bad_options = select_engine(opts)
-  if bad_options then argerror(2, "open", bad_options, 4) end
+  if bad_options then check.argerror(2, "open", bad_options, 3) end
   if not Engine then return nil, missing end
   local spec = {}
   for k, v in pairs(OPTIONS) do spec[k] = v end
   for k, v in pairs(Engine.OPTIONS or {}) do spec[k] = v end
   local o, err = check.options(opts, spec)
-  if not o then argerror(2, "open", err, 4) end
+  if not o then check.argerror(2, "open", err, 3) end
   local bad = engine_api.missing(Engine)
-  if bad then argerror(2, "open", "option 'engine': " .. bad, 4) end
+  if bad then check.argerror(2, "open", "option 'engine': " .. bad, 3) end
   o.backoff, err = check.options(o.backoff or {}, BACKOFF,
     function(key) return "option 'backoff." .. key .. "'" end,
     function(key) return "option 'backoff': unknown key '" .. key .. "'" end)
-  if not o.backoff then argerror(2, "open", err, 4) end
+  if not o.backoff then check.argerror(2, "open", err, 3) end
   return o, Engine
 end
 
@@ -261,8 +251,8 @@ end
 
 --- q, err = durable.open(timer, opts)
 function M.open(timer, opts)
-  if not is_timer(timer) then argerror(1, "open", "hwtimer.timer expected, got " .. type_name(timer)) end
-  if stopped(timer) then argerror(1, "open", "hwtimer.timer expected, got a stopped timer") end
+  if not is_timer(timer) then check.argerror(1, "open", "hwtimer.timer expected, got " .. type_name(timer), 2) end
+  if stopped(timer) then check.argerror(1, "open", "hwtimer.timer expected, got a stopped timer", 2) end
   local o, Engine = check_options(opts)
   if not o then return nil, Engine end
   local owner = ids.generator(os.time)() -- this process's leases, in this queue
@@ -300,14 +290,16 @@ end
 -- wake-ups reconnects only once they have reached it, so an outage costs
 -- no connection attempts beyond theirs.
 function M.store_up(q)
-  if getmetatable(q) ~= Queue then argerror(1, "store_up", "hwtimer.durable expected, got " .. type_name(q)) end
+  if getmetatable(q) ~= Queue then
+    check.argerror(1, "store_up", "hwtimer.durable expected, got " .. type_name(q), 2)
+  end
   return q._retry_step == nil
 end
 
 --- engine = durable.engine(q): the queue's engine (hwtimer.durable.engine),
 -- for tests and tools that look at the store itself.
 function M.engine(q)
-  if getmetatable(q) ~= Queue then argerror(1, "engine", "hwtimer.durable expected, got " .. type_name(q)) end
+  if getmetatable(q) ~= Queue then check.argerror(1, "engine", "hwtimer.durable expected, got " .. type_name(q), 2) end
   return q._engine
 end
 
@@ -318,8 +310,8 @@ end
 --- q:handle(kind, fn): fn(job) runs the jobs of `kind` in this process.
 function Queue:handle(kind, fn)
   live(self, "handle")
-  if not name(kind) then argerror(1, "handle", "non-empty string expected, got " .. type_name(kind)) end
-  if fn ~= nil and not callable(fn) then argerror(2, "handle", "function expected, got " .. type_name(fn)) end
+  if not name(kind) then check.argerror(1, "handle", "non-empty string expected, got " .. type_name(kind), 2) end
+  if fn ~= nil and not callable(fn) then check.argerror(2, "handle", "function expected, got " .. type_name(fn), 2) end
   self._handlers[kind] = fn
   local ok, err = self._engine:handle(kind, fn ~= nil)
   if not ok then error("hwtimer.durable: " .. tostring(err), 2) end
@@ -336,20 +328,20 @@ for k in pairs(schedule.OPTIONS) do EVERY_OPTIONS[k] = true end
 -- were called: level 4); returns the id given (or nil).
 local function common(fname, kind, payload, opts, allowed)
   if type(kind) ~= "string" or kind == "" then -- name(), inline: this is the hot path
-    argerror(1, fname, "non-empty string expected, got " .. type_name(kind), 4)
+    check.argerror(1, fname, "non-empty string expected, got " .. type_name(kind), 3)
   end
   if payload ~= nil and type(payload) ~= "string" then
-    argerror(3, fname, "string or nil expected, got " .. type_name(payload), 4)
+    check.argerror(3, fname, "string or nil expected, got " .. type_name(payload), 3)
   end
   local id
   if opts ~= nil then
-    if type(opts) ~= "table" then argerror(4, fname, "table expected, got " .. type_name(opts), 4) end
+    if type(opts) ~= "table" then check.argerror(4, fname, "table expected, got " .. type_name(opts), 3) end
     for k in pairs(opts) do
-      if not allowed[k] then argerror(4, fname, "unknown option '" .. message(k) .. "'", 4) end
+      if not allowed[k] then check.argerror(4, fname, "unknown option '" .. message(k) .. "'", 3) end
     end
     id = opts.id
     if id ~= nil and not name(id) then
-      argerror(4, fname, "option 'id': non-empty string expected, got " .. type_name(id), 4)
+      check.argerror(4, fname, "option 'id': non-empty string expected, got " .. type_name(id), 3)
     end
   end
   return id
@@ -386,8 +378,8 @@ end
 function Queue:schedule(kind, delay, payload, opts)
   if type(self) ~= "table" or self._closed ~= false then live(self, "schedule") end -- live(), inline
   if type(delay) ~= "number" or not (delay >= -1e9 and delay <= 1e9) then -- NaN fails too
-    argerror(2, "schedule", "number of seconds from -1e9 to 1e9 expected, got " ..
-      shown(delay))
+    check.argerror(2, "schedule", "number of seconds from -1e9 to 1e9 expected, got " ..
+      shown(delay), 2)
   end
   -- The usual call (a kind, maybe a payload, no options, no batch open)
   -- goes to the engine's `schedule` when it has one: every layer here runs
@@ -409,7 +401,7 @@ end
 function Queue:at(kind, when, payload, opts)
   live(self, "at")
   if not (finite(when) and when >= -EPOCH_MAX and when <= EPOCH_MAX) then
-    argerror(2, "at", "epoch seconds from -9e9 to 9e9 expected, got " .. shown(when))
+    check.argerror(2, "at", "epoch seconds from -9e9 to 9e9 expected, got " .. shown(when), 2)
   end
   return put(self, kind, when, false, payload, common("at", kind, payload, opts, ID_ONLY))
 end
@@ -420,9 +412,9 @@ end
 function Queue:every(kind, spec, payload, opts)
   live(self, "every")
   if type(spec) ~= "string" and not span(spec) then
-    argerror(2, "every", type(spec) == "number"
+    check.argerror(2, "every", type(spec) == "number"
       and "positive number of seconds up to 1e9 expected, got " .. shown(spec)
-      or "positive number of seconds up to 1e9 or cron expression expected, got " .. type_name(spec))
+      or "positive number of seconds up to 1e9 or cron expression expected, got " .. type_name(spec), 2)
   end
   local id = common("every", kind, payload, opts, EVERY_OPTIONS)
   -- (raised where q:every was called, as argerror's are)
@@ -443,7 +435,7 @@ end
 --- ok, err = q:batch(fn): fn(q) schedules, cancels ... in one transaction.
 function Queue:batch(fn)
   live(self, "batch")
-  if not callable(fn) then argerror(1, "batch", "function expected, got " .. type_name(fn)) end
+  if not callable(fn) then check.argerror(1, "batch", "function expected, got " .. type_name(fn), 2) end
   local refused = refused_write(self)
   if refused then return nil, refused end
   if self._batching then return fn(self) end -- nested: part of the outer one (this coroutine's)
@@ -478,7 +470,7 @@ end
 --- ok = q:cancel(id)
 function Queue:cancel(id)
   live(self, "cancel")
-  if not name(id) then argerror(1, "cancel", "non-empty string expected, got " .. type_name(id)) end
+  if not name(id) then check.argerror(1, "cancel", "non-empty string expected, got " .. type_name(id), 2) end
   local refused = refused_write(self)
   if refused then return nil, refused end
   settle(self) -- a job that ran is not cancelled
@@ -502,7 +494,7 @@ end
 --- job = q:get(id)
 function Queue:get(id)
   live(self, "get")
-  if not name(id) then argerror(1, "get", "non-empty string expected, got " .. type_name(id)) end
+  if not name(id) then check.argerror(1, "get", "non-empty string expected, got " .. type_name(id), 2) end
   settle(self)
   return self._engine:get(id)
 end
@@ -577,9 +569,9 @@ local JOBS = {
 function Queue:jobs(opts)
   live(self, "jobs")
   if opts == nil then opts = {} end
-  if type(opts) ~= "table" then argerror(1, "jobs", "table or nil expected, got " .. type_name(opts)) end
+  if type(opts) ~= "table" then check.argerror(1, "jobs", "table or nil expected, got " .. type_name(opts), 2) end
   local o, err = check.options(opts, JOBS)
-  if not o then argerror(1, "jobs", err) end
+  if not o then check.argerror(1, "jobs", err, 2) end
   settle(self)
   local after_due, after_id
   if o.after then after_due, after_id = cursor_of(o.after) end
@@ -617,7 +609,7 @@ end
 -- where that line is looked for)
 local function due_args(self, fname, id)
   live(self, fname, 4)
-  if not name(id) then argerror(1, fname, "non-empty string expected, got " .. type_name(id), 4) end
+  if not name(id) then check.argerror(1, fname, "non-empty string expected, got " .. type_name(id), 3) end
 end
 
 local function make_due(self, fname, id)

@@ -20,16 +20,14 @@ local M = {}
 ---------------------------------------------------------------------------
 
 
-local function argerror(n, msg)
+local function argerror(n, msg) -- (hwtimer.retry's own: the name in every message)
   check.argerror(n, "retry", msg, 3)
 end
 
 
 
-local function positive(v) return type(v) == "number" and v > 0 and v < math.huge end
-local function seconds(v) return type(v) == "number" and v >= 0 and v <= 1e9 end
+local positive, seconds, whole = check.positive, check.seconds, check.whole
 local function fraction(v) return type(v) == "number" and v >= 0 and v <= 1 end
-local function whole(v) return positive(v) and v == math.floor(v) end
 
 -- name = { default, check, what is expected }
 local OPTIONS = {

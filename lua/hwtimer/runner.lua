@@ -52,7 +52,7 @@ end
 -- ---- options -------------------------------------------------------------------
 
 -- (below 9e15, as timer:dispatch's count: math.huge would pass here and fail there)
-local function whole(v) return type(v) == "number" and v >= 1 and v < 9e15 and v == math.floor(v) end
+local whole = check.count_to(9e15 - 1)
 local function boolean(v) return type(v) == "boolean" end
 local function gc_step(v) return type(v) == "boolean" or (type(v) == "number" and v >= 0 and v <= 1) end
 

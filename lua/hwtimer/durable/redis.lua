@@ -35,11 +35,7 @@ Engine.command, Engine.run, Engine.sync, Engine.now = calls.command, calls.run, 
 Engine.push_stamped = calls.push_stamped
 local mono, call = calls.mono, calls.call
 
-local function callable(v)
-  if type(v) == "function" then return true end
-  local mt = getmetatable(v)
-  return type(mt) == "table" and rawget(mt, "__call") ~= nil
-end
+local callable = require("hwtimer.check").callable
 
 -- A Redis client (lua-resty-redis, redis-lua: anything with evalsha,
 -- script and rpush methods), or a function that returns one (called again

@@ -13,6 +13,7 @@
 -- (nil until a run of `at` started; then whether it was late, kept for its
 -- retries).
 local cron = require("hwtimer.cron")
+local check = require("hwtimer.check")
 
 local floor, ceil, max, abs, huge = math.floor, math.ceil, math.max, math.abs, math.huge
 
@@ -97,8 +98,7 @@ end
 -- q:every's arguments
 ---------------------------------------------------------------------------
 
-local function finite(v) return type(v) == "number" and v == v and v > -huge and v < huge end
-local function span(v) return finite(v) and v > 0 and v <= 1e9 end
+local finite, span = check.finite, check.span
 -- (the due times a store holds: hwtimer.durable's q:at)
 local function epoch(v) return finite(v) and v >= -9e9 and v <= 9e9 end
 
@@ -108,7 +108,7 @@ local OPTIONS = {
   start = { epoch, "epoch seconds from -9e9 to 9e9" },
   stop = { epoch, "epoch seconds from -9e9 to 9e9" },
   -- (runs are counted in whole numbers a double and a store keep exactly)
-  limit = { function(v) return finite(v) and v >= 1 and v <= 1e15 and v == floor(v) end, "integer from 1 to 1e15" },
+  limit = { (check.count_to(1e15)), "integer from 1 to 1e15" },
   missed = { function(v) return M.POLICIES[v] == true end, "'skip', 'once' or 'all'" },
   window = { span, "number of seconds from 0 (excluded) to 1e9" },
 }
