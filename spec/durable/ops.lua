@@ -351,17 +351,24 @@ return function(env)
         assert(q:at("a", env.now() - 1, nil, { id = "due" }))
         local made = assert(q:every("c", 0.5)) -- a made id (Redis: still in the intake)
         assert(q:every("a", 3600, nil, { id = "s2" }))
+        -- (eight: an engine that gathers them in a hash table and did not
+        -- sort would list them in order by chance once in 40,320 runs)
+        assert(q:every("d", 30, nil, { id = "s4" }))
+        assert(q:every("d", 120, nil, { id = "s5" }))
+        assert(q:every("b", 1800, nil, { id = "s6" }))
+        assert(q:every("a", 20, nil, { id = "s7" }))
         local list = assert(q:schedules())
-        assert.same(by_due(q, { "s1", "s2", "s3", made }), ids(list))
-        assert.same({ made, "s1", "s3", "s2" }, ids(list)) -- 0.5 s, 10 s, 60 s, 3600 s ahead
+        assert.same(by_due(q, { "s1", "s2", "s3", "s4", "s5", "s6", "s7", made }), ids(list))
+        -- 0.5 s, 10 s, 20 s, 30 s, 60 s, 120 s, 1800 s, 3600 s ahead
+        assert.same({ made, "s1", "s7", "s4", "s3", "s5", "s6", "s2" }, ids(list))
         for _, job in ipairs(list) do assert.same(q:get(job.id), job) end
-        assert.same({ "s3", "b", "p", 60, 0 }, { list[3].id, list[3].kind, list[3].payload, list[3].every,
-                                                 list[3].attempt })
-        assert.is_nil(list[3].leased)
-        assert.is_nil(list[3].dead)
+        assert.same({ "s3", "b", "p", 60, 0 }, { list[5].id, list[5].kind, list[5].payload, list[5].every,
+                                                 list[5].attempt })
+        assert.is_nil(list[5].leased)
+        assert.is_nil(list[5].dead)
         assert.is_true(q:cancel("s3"))
         assert(q:schedule("b", 1, nil, { id = "s1" })) -- replaced by a one-shot job: no longer listed
-        assert.same({ made, "s2" }, ids(q:schedules()))
+        assert.same({ made, "s7", "s4", "s5", "s6", "s2" }, ids(q:schedules()))
       end)
 
       it("shows a schedule leased while it runs, its next due time after, a dead one as dead", function()
