@@ -102,13 +102,26 @@ static uint64_t *least_of(const struct hwt_wheel *w, uint32_t slot)
 	return &w->least[slot - ((uint32_t)2 << w->bits)];
 }
 
+/* How many slots lie above level 0 (the length of least). */
+static size_t upper_slots(const struct hwt_wheel *w)
+{
+	return ((size_t)w->levels - 1) * 2 << w->bits;
+}
+
+/* `slot` holds a node expiring at `expires` from now on. */
+static void note_expiry(struct hwt_wheel *w, uint32_t slot, uint64_t expires)
+{
+	if (slot >> w->bits >= 2 && expires < *least_of(w, slot))
+		*least_of(w, slot) = expires;
+}
+
 static void unmark(struct hwt_wheel *w, uint32_t slot)
 {
 	unsigned ring = slot >> w->bits;
-	if (ring >= 2)
-		*least_of(w, slot) = UINT64_MAX;
 	uint32_t idx = slot & slot_mask(w);
 	uint64_t *o = &w->occ[ring * w->words + (idx >> 6)];
+	if (ring >= 2)
+		*least_of(w, slot) = UINT64_MAX;
 	*o &= ~(UINT64_C(1) << (idx & 63));
 	if (!*o)
 		w->summary[ring] &= ~(UINT64_C(1) << (idx >> 6));
@@ -149,14 +162,14 @@ int hwt_wheel_init(struct hwt_wheel *w, unsigned bits)
 	w->summary = calloc((size_t)w->levels * 2, sizeof *w->summary);
 	w->cur = calloc(w->levels, sizeof *w->cur);
 	w->jobs = calloc(w->levels, sizeof *w->jobs);
-	w->least = malloc((heads - ((size_t)2 << bits)) * sizeof *w->least);
+	w->least = malloc(upper_slots(w) * sizeof *w->least);
 	if (!w->slots || !w->occ || !w->summary || !w->cur || !w->jobs || !w->least) {
 		hwt_wheel_free(w);
 		return ENOMEM;
 	}
 	for (i = 0; i < heads; i++)
 		hwt_list_init(&w->slots[i]);
-	for (i = 0; i < heads - ((size_t)2 << bits); i++)
+	for (i = 0; i < upper_slots(w); i++)
 		w->least[i] = UINT64_MAX;
 	for (i = 0; i < w->levels; i++)
 		w->jobs[i].src = NO_SLOT;
@@ -223,8 +236,7 @@ static void place(struct hwt_wheel *w, struct hwt_node *n)
 	n->slot = (uint16_t)slot_for(w, n->expires);
 	hwt_list_push(&w->slots[n->slot], &n->link);
 	mark(w, n->slot);
-	if (n->slot >> w->bits >= 2 && n->expires < *least_of(w, n->slot))
-		*least_of(w, n->slot) = n->expires;
+	note_expiry(w, n->slot, n->expires);
 }
 
 void hwt_wheel_add(struct hwt_wheel *w, struct hwt_node *n, uint64_t expires)
@@ -271,8 +283,7 @@ int hwt_wheel_move(struct hwt_wheel *w, struct hwt_node *n, uint64_t expires)
 	if (n->slot < HWT_SLOT_DUE && !is_due(w, n) && expires > w->now && !is_job_source(w, n->slot) &&
 	    slot_for(w, expires) == n->slot) {
 		n->expires = expires; /* same slot: nothing to relink */
-		if (n->slot >> w->bits >= 2 && expires < *least_of(w, n->slot))
-			*least_of(w, n->slot) = expires;
+		note_expiry(w, n->slot, expires);
 		return 1;
 	}
 	hwt_wheel_del(w, n);
@@ -441,15 +452,29 @@ static uint64_t upper_next(const struct hwt_wheel *w)
 	return best;
 }
 
+/* Level lvl's first occupied slot, its current ring's before its next
+ * ring's (which lie a block later); NO_SLOT if none. *next says which. */
+static uint32_t first_slot(const struct hwt_wheel *w, unsigned lvl, unsigned *next)
+{
+	uint32_t i;
+	for (*next = 0; *next <= 1; ++*next)
+		if ((i = first_from(w, ring_of(w, lvl, *next), 0)) != NO_SLOT)
+			return slot_of(w, ring_of(w, lvl, *next), i);
+	return NO_SLOT;
+}
+
+/* The tick of level 0's first occupied slot `slot` (first_slot). */
+static uint64_t level0_tick(const struct hwt_wheel *w, uint32_t slot, unsigned next)
+{
+	return start_of(w, block_of(w, w->now, 1) + next, 1) + (slot & slot_mask(w));
+}
+
 /* The tick of level 0's first occupied slot; UINT64_MAX if none. */
 static uint64_t level0_next(const struct hwt_wheel *w)
 {
-	uint32_t i = first_from(w, ring_of(w, 0, 0), 0);
-	if (i != NO_SLOT)
-		return start_of(w, block_of(w, w->now, 1), 1) + i;
-	if ((i = first_from(w, ring_of(w, 0, 1), 0)) != NO_SLOT)
-		return start_of(w, block_of(w, w->now, 1) + 1, 1) + i;
-	return UINT64_MAX;
+	unsigned next;
+	uint32_t slot = first_slot(w, 0, &next);
+	return slot == NO_SLOT ? UINT64_MAX : level0_tick(w, slot, next);
 }
 
 uint64_t hwt_wheel_next(const struct hwt_wheel *w)
@@ -463,14 +488,9 @@ uint64_t hwt_wheel_next(const struct hwt_wheel *w)
  * slots'. */
 static uint64_t upper_least(const struct hwt_wheel *w, unsigned lvl)
 {
-	unsigned ring = ring_of(w, lvl, 0);
-	uint32_t i = first_from(w, ring, 0);
-	if (i == NO_SLOT) {
-		ring = ring_of(w, lvl, 1);
-		if ((i = first_from(w, ring, 0)) == NO_SLOT)
-			return UINT64_MAX;
-	}
-	return *least_of(w, slot_of(w, ring, i));
+	unsigned next;
+	uint32_t slot = first_slot(w, lvl, &next);
+	return slot == NO_SLOT ? UINT64_MAX : *least_of(w, slot);
 }
 
 uint64_t hwt_wheel_next_expiry(const struct hwt_wheel *w)
@@ -485,22 +505,15 @@ uint64_t hwt_wheel_next_expiry(const struct hwt_wheel *w)
 
 int hwt_wheel_next_lone(const struct hwt_wheel *w)
 {
-	unsigned ring = ring_of(w, 0, 0);
-	uint32_t i = first_from(w, ring, 0);
-	const struct hwt_link *head;
-	uint64_t next;
-	unsigned lvl;
-	if (i == NO_SLOT) {
-		ring = ring_of(w, 0, 1);
-		if ((i = first_from(w, ring, 0)) == NO_SLOT)
-			return 0;
-	}
-	head = &w->slots[slot_of(w, ring, i)];
-	if (head->next->next != head)
+	unsigned next, lvl;
+	uint32_t slot = first_slot(w, 0, &next);
+	const struct hwt_link *head = slot == NO_SLOT ? NULL : &w->slots[slot];
+	uint64_t tick;
+	if (!head || head->next->next != head)
 		return 0;
-	next = level0_next(w);
+	tick = level0_tick(w, slot, next);
 	for (lvl = 1; lvl < w->levels; lvl++) /* (a node above may share its tick) */
-		if (upper_least(w, lvl) <= next)
+		if (upper_least(w, lvl) <= tick)
 			return 0;
 	return 1;
 }
@@ -579,8 +592,8 @@ void hwt_wheel_collect(struct hwt_wheel *w, struct hwt_link *into)
 		w->summary[i] = 0;
 	for (i = 0; i < w->levels * 2 * w->words; i++)
 		w->occ[i] = 0;
-	for (slot = 0; slot < heads - ((uint32_t)2 << w->bits); slot++)
-		w->least[slot] = UINT64_MAX;
+	for (i = 0; i < upper_slots(w); i++)
+		w->least[i] = UINT64_MAX;
 	for (i = 0; i < w->levels; i++)
 		w->jobs[i].src = NO_SLOT;
 }
